@@ -1,0 +1,44 @@
+"""ptxdsl: write TMA kernels for Hopper and Blackwell in Python, get readable PTX, run it.
+
+    import ptxdsl as px
+    with px.kernel("copy", reqntid=128) as k:
+        ...
+    print(px.emit(k))
+"""
+from . import sreg
+from .builder import KernelBuilder, kernel, module
+from .emit import PTX, emit
+from .errors import (AssembleError, CudaError, DSLError, KernelTrap, LaunchError, ParseError, PtxdslError,
+                     SourceLoc, TargetError, TensorMapError, VerifyError)
+from .ir import Addr, Kernel, Module, TensorMapRef
+from .target import Target
+from .tensormap import TensorMapSpec
+from .types import (b8, b16, b32, b64, bf16, f16, f32, f64, pred, s8, s16, s32, s64, u8, u16, u32, u64)
+
+__version__ = "0.1.0"
+
+
+def compile(obj, **kw):
+    """Emit and JIT-load a kernel or module on the GPU; see ptxdsl.program.compile."""
+    from .program import compile as _compile
+
+    return _compile(obj, **kw)
+
+
+def assemble(ptx, arch: str = "sm_90a", **kw):
+    """Assemble PTX (text or a PTX object) with nvJitLink; see ptxdsl.assemble.assemble."""
+    from .assemble import assemble as _assemble
+
+    if isinstance(ptx, PTX):
+        kw.setdefault("origins", ptx.origins)
+        ptx = ptx.text
+    return _assemble(ptx, arch, **kw)
+
+
+__all__ = [
+    "AssembleError", "Addr", "CudaError", "DSLError", "Kernel", "KernelBuilder", "KernelTrap", "LaunchError",
+    "Module", "PTX", "ParseError", "PtxdslError", "SourceLoc", "Target", "TargetError", "TensorMapError",
+    "TensorMapRef", "TensorMapSpec", "VerifyError", "assemble", "compile", "emit", "kernel", "module", "sreg",
+    "b8", "b16", "b32", "b64", "bf16", "f16", "f32", "f64", "pred", "s8", "s16", "s32", "s64",
+    "u8", "u16", "u32", "u64",
+]

@@ -1,0 +1,111 @@
+"""The ptxdsl error types and the source locations they carry.
+
+Every error a user can see names the offending value, the rule it breaks and
+where it came from (a builder call's file:line, or a .ptxd line).
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+@dataclass(frozen=True, order=True)
+class SourceLoc:
+    """Where an IR object came from: a user's file and line (and column for .ptxd)."""
+
+    file: str
+    line: int
+    col: int = 0
+
+    def __str__(self) -> str:
+        base = os.path.basename(self.file)
+        return f"{base}:{self.line}" + (f":{self.col}" if self.col else "")
+
+    @classmethod
+    def caller(cls) -> "SourceLoc":
+        """The first stack frame outside the ptxdsl package: the user's builder call."""
+        f = sys._getframe(1)
+        while f is not None:
+            fn = f.f_code.co_filename
+            if not os.path.abspath(fn).startswith(_PKG_DIR + os.sep):
+                return cls(fn, f.f_lineno)
+            f = f.f_back
+        return cls("<unknown>", 0)
+
+
+class PtxdslError(Exception):
+    """Base class of every error ptxdsl raises on purpose."""
+
+    def __init__(self, message: str, loc: SourceLoc | None = None, rule: str | None = None):
+        self.message = message
+        self.loc = loc
+        self.rule = rule
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        parts = []
+        if self.loc is not None:
+            parts.append(f"{self.loc}: ")
+        if self.rule:
+            parts.append(f"{self.rule}: ")
+        parts.append(self.message)
+        return "".join(parts)
+
+    def at(self, loc: SourceLoc | None) -> "PtxdslError":
+        """Attach a location if the error has none yet; returns self for `raise e.at(loc)`."""
+        if self.loc is None and loc is not None:
+            self.loc = loc
+            self.args = (self._format(),)
+        return self
+
+
+class DSLError(PtxdslError):
+    """A kernel built with a bad value: wrong qualifier, operand type or state space."""
+
+
+class TargetError(PtxdslError):
+    """A pinned .target/.version below what an instruction needs."""
+
+
+class VerifyError(PtxdslError):
+    """A whole-kernel rule broken (protocol, capacity, alignment)."""
+
+
+class ParseError(PtxdslError):
+    """A .ptxd syntax error."""
+
+
+class AssembleError(PtxdslError):
+    """ptxas (through nvJitLink) rejected the PTX."""
+
+
+class TensorMapError(PtxdslError):
+    """A tensor-map field breaks a cuTensorMapEncode* rule."""
+
+
+class CudaError(PtxdslError):
+    """A CUDA driver call failed; carries the driver's name for the error."""
+
+    def __init__(self, message: str, loc: SourceLoc | None = None, rule: str | None = None,
+                 code: int | None = None, name: str | None = None):
+        self.code = code
+        self.name = name
+        super().__init__(message, loc, rule)
+
+
+class LaunchError(PtxdslError):
+    """A launch configuration the device cannot run (block, grid, cluster, shared memory)."""
+
+
+class KernelTrap(PtxdslError):
+    """A debug-mode kernel stopped waiting on a barrier and reported where."""
+
+
+def expect_one_of(what: str, value, allowed) -> None:
+    """Raise DSLError("expected one of ..., got ...") unless value is in allowed."""
+    if value not in allowed:
+        shown = ", ".join(repr(a) for a in sorted(allowed, key=str))
+        raise DSLError(f"{what}={value!r} is not allowed; expected one of {shown}")

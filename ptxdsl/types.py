@@ -1,0 +1,120 @@
+"""PTX scalar types and state spaces."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ScalarType:
+    """A PTX fundamental type such as .u32 or .bf16 (`kind` is b/u/s/f/pred)."""
+
+    name: str
+    bits: int
+    kind: str
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"ptxdsl.{self.name}"
+
+    @property
+    def ptx(self) -> str:
+        return "." + self.name
+
+    @property
+    def nbytes(self) -> int:
+        return max(1, self.bits // 8)
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "f"
+
+    @property
+    def is_int(self) -> bool:
+        return self.kind in ("u", "s", "b")
+
+    @property
+    def is_signed(self) -> bool:
+        return self.kind == "s"
+
+    @property
+    def reg_bits(self) -> int:
+        """Width of the register class that holds this type (8-bit values live in 16-bit registers)."""
+        if self.kind == "pred":
+            return 1
+        return max(16, self.bits)
+
+
+pred = ScalarType("pred", 1, "pred")
+b8, b16, b32, b64 = (ScalarType(f"b{n}", n, "b") for n in (8, 16, 32, 64))
+u8, u16, u32, u64 = (ScalarType(f"u{n}", n, "u") for n in (8, 16, 32, 64))
+s8, s16, s32, s64 = (ScalarType(f"s{n}", n, "s") for n in (8, 16, 32, 64))
+f16 = ScalarType("f16", 16, "f")
+bf16 = ScalarType("bf16", 16, "f")
+f32 = ScalarType("f32", 32, "f")
+f64 = ScalarType("f64", 64, "f")
+
+ALL_TYPES: dict[str, ScalarType] = {
+    t.name: t
+    for t in (pred, b8, b16, b32, b64, u8, u16, u32, u64, s8, s16, s32, s64, f16, bf16, f32, f64)
+}
+
+
+def scalar_type(t) -> ScalarType:
+    """Accept a ScalarType, a PTX name ('u32', '.u32') or a numpy dtype."""
+    if isinstance(t, ScalarType):
+        return t
+    if isinstance(t, str):
+        name = t.lstrip(".")
+        if name in ALL_TYPES:
+            return ALL_TYPES[name]
+        from .errors import DSLError
+
+        raise DSLError(f"type={t!r} is not a PTX scalar type; expected one of {', '.join(ALL_TYPES)}")
+    return from_numpy(t)
+
+
+def from_numpy(dtype) -> ScalarType:
+    """The PTX type of a numpy dtype (bf16 via ml_dtypes)."""
+    dt = np.dtype(dtype)
+    if dt.name == "bfloat16":
+        return bf16
+    table = {
+        "uint8": u8, "uint16": u16, "uint32": u32, "uint64": u64,
+        "int8": s8, "int16": s16, "int32": s32, "int64": s64,
+        "float16": f16, "float32": f32, "float64": f64, "bool": pred,
+    }
+    if dt.name not in table:
+        from .errors import DSLError
+
+        raise DSLError(f"dtype={dt.name!r} has no PTX scalar type")
+    return table[dt.name]
+
+
+def to_numpy(t: ScalarType) -> np.dtype:
+    """The numpy dtype of a PTX type (bf16 via ml_dtypes)."""
+    if t is bf16:
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    table = {
+        "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
+        "b8": "uint8", "b16": "uint16", "b32": "uint32", "b64": "uint64",
+        "s8": "int8", "s16": "int16", "s32": "int32", "s64": "int64",
+        "f16": "float16", "f32": "float32", "f64": "float64",
+    }
+    return np.dtype(table[t.name])
+
+
+# State spaces, spelled as in PTX (without the leading dot).
+GLOBAL = "global"
+SHARED_CTA = "shared::cta"
+SHARED_CLUSTER = "shared::cluster"
+SHARED = "shared"
+PARAM = "param"
+LOCAL = "local"
+CONST = "const"
+SPACES = frozenset({GLOBAL, SHARED, SHARED_CTA, SHARED_CLUSTER, PARAM, LOCAL, CONST})
