@@ -1,0 +1,198 @@
+"""PTX text -> cubin through nvJitLink (ptxas in-process), with a resource report and
+ptxas's diagnostics mapped back to PTX lines and their source locations."""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from cuda.bindings import nvjitlink
+
+from .errors import AssembleError, DSLError
+
+_ARCH = re.compile(r"sm_\d{2,3}[af]?")
+_INPUT_NAME = "ptxdsl.ptx"
+_TARGET = re.compile(r"\s*\.target\s+(?P<sm>sm_\w+)")
+
+_DIAG = re.compile(r"ptxas (?:.*?, line (?P<line>\d+); )?(?P<kind>error|warning|fatal)\s*: (?P<text>.*)")
+_PTXAS_ENTRY = re.compile(r"ptxas info\s*: Compiling entry function '(?P<name>[^']+)'")
+_PTXAS_FUNC = re.compile(r"ptxas info\s*: Function properties for (?P<name>\S+)")
+_PTXAS_USAGE = re.compile(r"ptxas(?: info)?\s*[:.]\s+(?P<items>(?:Used )?\d+ .*)")
+_LINK_FUNC = re.compile(r"info\s*: Function properties for '(?P<name>[^']+)':")
+_LINK_USAGE = re.compile(r"info\s*: (?P<items>used \d+ registers.*)")
+_ITEM = re.compile(r"(?:used )?(?P<n>\d+) (?:bytes )?(?P<what>.+)", re.IGNORECASE)
+_FIELD_OF = {
+    "registers": "registers",
+    "barriers": "barriers",
+    "smem": "shared_bytes",
+    "cmem[0]": "const_bytes",
+    "stack frame": "stack_frame",
+    "spill stores": "spill_stores",
+    "spill loads": "spill_loads",
+}
+_LINKER_FIELDS = frozenset({"registers", "shared_bytes", "const_bytes"})
+
+
+@dataclass(frozen=True)
+class Resources:
+    """One kernel's resource usage as reported by `-verbose`.
+
+    Registers, static shared memory and cmem[0] bytes are the linker's numbers for the
+    final cubin (ptxas does not know a module-scope .shared size before linking); barriers,
+    stack frame and spills are ptxas's (the linker prints a nonzero barrier count even for
+    kernels with no barrier instruction).
+    """
+
+    registers: int = 0
+    shared_bytes: int = 0
+    stack_frame: int = 0
+    spill_stores: int = 0
+    spill_loads: int = 0
+    barriers: int = 0
+    const_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class Assembled:
+    """A cubin nvJitLink produced, the verbose log, and each entry's resources."""
+
+    cubin: bytes
+    arch: str
+    info_log: str
+    kernels: dict[str, Resources]
+
+    def report(self) -> str:
+        """One line per kernel: registers, barriers, shared/const/stack bytes, spills."""
+        width = max((len(name) for name in self.kernels), default=0)
+        return "\n".join(
+            f"{name:<{width}}  {self.arch}: {r.registers} registers, {r.barriers} barriers, "
+            f"{r.shared_bytes} B smem, {r.const_bytes} B cmem[0], {r.stack_frame} B stack, "
+            f"{r.spill_stores} B spill stores, {r.spill_loads} B spill loads"
+            for name, r in self.kernels.items()
+        )
+
+
+def nvjitlink_version() -> tuple[int, int]:
+    """nvJitLinkVersion: the (major, minor) of the loaded nvJitLink library."""
+    major, minor = nvjitlink.version()
+    return int(major), int(minor)
+
+
+def assemble(ptx, arch: str = "sm_90a", *, origins: Mapping[int, object] | None = None,
+             options: Sequence[str] = ()) -> Assembled:
+    """Assemble one PTX module for `arch` with nvJitLink (`-arch=<arch> -verbose` plus `options`).
+
+    `ptx` is PTX text or an emitted `ptxdsl.PTX` (whose line origins are then used). `origins` maps
+    1-based PTX line numbers to source locations; an AssembleError names the PTX line and its origin
+    for every ptxas diagnostic that points at a line.
+    """
+    if not isinstance(ptx, str):
+        origins = ptx.origins if origins is None else origins
+        ptx = ptx.text
+    _check_arch(arch)
+    if isinstance(options, str):
+        raise DSLError(f"options={options!r} must be a sequence of option strings, not one string")
+    opts = [f"-arch={arch}", "-verbose", *options]
+    data = ptx.encode()
+    try:
+        handle = nvjitlink.create(len(opts), opts)
+    except nvjitlink.nvJitLinkError as e:
+        raise AssembleError(f"nvJitLink refused the options {' '.join(opts)}: {e}", rule="nvJitLink") from None
+    try:
+        try:
+            nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), _INPUT_NAME)
+            nvjitlink.complete(handle)
+        except nvjitlink.nvJitLinkError as e:
+            error_log = _read(handle, nvjitlink.get_error_log_size, nvjitlink.get_error_log)
+            raise _assemble_error(error_log, str(e), arch, ptx, origins or {}) from None
+        info_log = _read(handle, nvjitlink.get_info_log_size, nvjitlink.get_info_log)
+        cubin = _read_bytes(handle, nvjitlink.get_linked_cubin_size, nvjitlink.get_linked_cubin)
+    finally:
+        nvjitlink.destroy(handle)
+    return Assembled(cubin=cubin, arch=arch, info_log=info_log, kernels=parse_resources(info_log))
+
+
+def parse_resources(info_log: str) -> dict[str, Resources]:
+    """Each entry function's Resources from nvJitLink's `-verbose` info log, sorted by name."""
+    entries: set[str] = set()
+    ptxas: dict[str, dict[str, int]] = {}
+    linker: dict[str, dict[str, int]] = {}
+    table, current = ptxas, None
+    for line in info_log.splitlines():
+        if m := _PTXAS_ENTRY.match(line):
+            entries.add(m["name"])
+        elif m := _PTXAS_FUNC.match(line):
+            table, current = ptxas, m["name"]
+        elif m := _LINK_FUNC.match(line):
+            table, current = linker, m["name"]
+            entries.add(current)
+        elif current is not None and (m := _PTXAS_USAGE.match(line) or _LINK_USAGE.match(line)):
+            table.setdefault(current, {}).update(_usage_items(m["items"]))
+    kernels = {}
+    for name in sorted(entries):
+        values = dict(ptxas.get(name, {}))
+        values.update((k, v) for k, v in linker.get(name, {}).items() if k in _LINKER_FIELDS)
+        kernels[name] = Resources(**values)
+    return kernels
+
+
+def _usage_items(items: str) -> dict[str, int]:
+    """`Used 5 registers, used 1 barriers, 1024 bytes smem` -> {registers: 5, ...}."""
+    out = {}
+    for item in items.split(","):
+        m = _ITEM.fullmatch(item.strip())
+        if m and m["what"] in _FIELD_OF:
+            out[_FIELD_OF[m["what"]]] = int(m["n"])
+    return out
+
+
+def _assemble_error(error_log: str, status: str, arch: str, ptx: str,
+                    origins: Mapping[int, object]) -> AssembleError:
+    """An AssembleError listing ptxas's errors first, each with its PTX line and origin."""
+    ptx_lines = ptx.split("\n")
+    diags, other = [], []
+    for line in error_log.splitlines():
+        if m := _DIAG.match(line):
+            diags.append(m)
+        elif line.strip() and not line.startswith("ERROR NVJITLINK_"):
+            other.append(line.strip())
+    diags.sort(key=lambda m: m["kind"] != "error")
+    parts, first_loc = [], None
+    for m in diags:
+        parts.append(m["text"] if m["kind"] != "warning" else f"warning: {m['text']}")
+        if m["line"] is None:
+            continue
+        n = int(m["line"])
+        text = ptx_lines[n - 1].strip() if 0 < n <= len(ptx_lines) else "<past the end of the PTX>"
+        origin = origins.get(n)
+        if origin is not None and first_loc is None and m["kind"] == "error":
+            first_loc = origin
+        where = f"PTX line {n}" + (f" (from {origin})" if origin is not None else "")
+        parts.append(f"  {where}: {text}")
+    parts.extend(other)
+    for n, line in enumerate(ptx_lines, 1):
+        if (m := _TARGET.match(line)) and m["sm"] != arch:
+            parts.append(f"PTX line {n}: {line.strip()} (assembling for {arch})")
+    parts.append(f"nvJitLink {status}, -arch={arch}")
+    return AssembleError("\n".join(parts), loc=first_loc, rule="ptxas")
+
+
+def _check_arch(arch: object) -> None:
+    """DSLError unless arch looks like sm_NN, sm_NNa or sm_NNf."""
+    if not isinstance(arch, str) or not _ARCH.fullmatch(arch):
+        raise DSLError(f"arch={arch!r} is not a GPU architecture; expected sm_NN, sm_NNa or sm_NNf "
+                       f"(e.g. 'sm_90a', 'sm_100a')")
+
+
+def _read_bytes(handle: int, size_of, read) -> bytes:
+    """Call an nvJitLink get-size / get-buffer pair and return the buffer."""
+    size = size_of(handle)
+    buf = bytearray(size)
+    if size:
+        read(handle, buf)
+    return bytes(buf)
+
+
+def _read(handle: int, size_of, read) -> str:
+    """A NUL-terminated nvJitLink log as text."""
+    return _read_bytes(handle, size_of, read).rstrip(b"\0").decode(errors="replace")
