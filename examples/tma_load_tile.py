@@ -27,13 +27,14 @@ with px.kernel("tma_load_tile", reqntid=THREADS) as k:
 KERNEL = k
 
 
-def run(device=None):
-    """Load every tile of a random matrix and check the copy is bit-exact."""
+def run(device=None, kernel=None):
+    """Load every tile of a random matrix and check the copy is bit-exact. `kernel` replaces the kernel
+    (the same kernel built another way, e.g. from its .ptxd form)."""
     from ptxdsl.runtime import DeviceArray
 
     rng = np.random.default_rng(0)
     a = random_bf16(rng, (ROWS, COLS))
-    prog = px.compile(k, device=device)
+    prog = px.compile(kernel or k, device=device)
     src_buf = DeviceArray.to_device(a)
     out_buf = DeviceArray.to_device(np.full_like(a, np.nan))
     prog["tma_load_tile"](px.TensorMapSpec.from_array(src_buf, (TILE, TILE)), out_buf, COLS * 2,

@@ -22,8 +22,9 @@ with px.kernel("tma_reduce_tile", reqntid=THREADS) as k:
 KERNEL = k
 
 
-def run(device=None):
-    """acc += a tile by tile; the result must be the float32 sum rounded to bf16 (within 1 ulp)."""
+def run(device=None, kernel=None):
+    """acc += a tile by tile; the result must be the float32 sum rounded to bf16 (within 1 ulp). `kernel` replaces the kernel
+    (the same kernel built another way, e.g. from its .ptxd form)."""
     import ml_dtypes
 
     from ptxdsl.runtime import DeviceArray
@@ -31,7 +32,7 @@ def run(device=None):
     rng = np.random.default_rng(2)
     a = random_bf16(rng, (ROWS, COLS))
     acc0 = random_bf16(rng, (ROWS, COLS))
-    prog = px.compile(k, device=device)
+    prog = px.compile(kernel or k, device=device)
     src_buf = DeviceArray.to_device(a)
     acc_buf = DeviceArray.to_device(acc0)
     prog["tma_reduce_tile"](px.TensorMapSpec.from_array(src_buf, (TILE, TILE)),

@@ -22,13 +22,14 @@ with px.kernel("tma_store_tile", reqntid=THREADS) as k:
 KERNEL = k
 
 
-def run(device=None):
-    """Copy a random matrix tile by tile through shared memory; the copy must be bit-exact."""
+def run(device=None, kernel=None):
+    """Copy a random matrix tile by tile through shared memory; the copy must be bit-exact. `kernel` replaces the kernel
+    (the same kernel built another way, e.g. from its .ptxd form)."""
     from ptxdsl.runtime import DeviceArray
 
     rng = np.random.default_rng(1)
     a = random_bf16(rng, (ROWS, COLS))
-    prog = px.compile(k, device=device)
+    prog = px.compile(kernel or k, device=device)
     src_buf = DeviceArray.to_device(a)
     dst_buf = DeviceArray.to_device(np.full_like(a, np.nan))
     prog["tma_store_tile"](px.TensorMapSpec.from_array(src_buf, (TILE, TILE)),

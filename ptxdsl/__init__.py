@@ -6,6 +6,7 @@
     print(px.emit(k))
 """
 from . import sreg
+from .assemble import Assembled, assemble
 from .builder import KernelBuilder, kernel, module
 from .emit import PTX, emit
 from .errors import (AssembleError, CudaError, DSLError, KernelTrap, LaunchError, ParseError, PtxdslError,
@@ -25,18 +26,8 @@ def compile(obj, **kw):
     return _compile(obj, **kw)
 
 
-def assemble(ptx, arch: str = "sm_90a", **kw):
-    """Assemble PTX (text or a PTX object) with nvJitLink; see ptxdsl.assemble.assemble."""
-    from .assemble import assemble as _assemble
-
-    if isinstance(ptx, PTX):
-        kw.setdefault("origins", ptx.origins)
-        ptx = ptx.text
-    return _assemble(ptx, arch, **kw)
-
-
 __all__ = [
-    "AssembleError", "Addr", "CudaError", "DSLError", "Kernel", "KernelBuilder", "KernelTrap", "LaunchError",
+    "AssembleError", "Assembled", "Addr", "CudaError", "DSLError", "Kernel", "KernelBuilder", "KernelTrap", "LaunchError",
     "Module", "PTX", "ParseError", "PtxdslError", "SourceLoc", "Target", "TargetError", "TensorMapError",
     "TensorMapRef", "TensorMapSpec", "VerifyError", "assemble", "compile", "emit", "kernel", "module", "sreg",
     "b8", "b16", "b32", "b64", "bf16", "f16", "f32", "f64", "pred", "s8", "s16", "s32", "s64",

@@ -47,7 +47,7 @@ def requirements(kernels):
     out = []
     for k in kernels:
         for ins in k.walk():
-            out.append((ins.op.what, ins.op.requires(), ins.loc))
+            out.append((ins.op, ins.op.requires(), ins.loc))
         for key in ("reqnctapercluster", "explicitcluster", "maxclusterrank"):
             if key in k.directives:
                 out.append((f".{key}", Req((7, 8)), k.loc))

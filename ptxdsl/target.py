@@ -91,8 +91,13 @@ def accepts(arch: str, req: Req) -> tuple[int, int] | None:
     return max(TARGET_MIN_PTX[arch], req.ptx)
 
 
+def _what(w) -> str:
+    """An op's name for messages (ops are passed unprinted: naming them costs an emit)."""
+    return w if isinstance(w, str) else w.what
+
+
 def resolve(reqs, arch: str | None = None, ptx=None) -> Target:
-    """The target for a kernel whose ops have `reqs` ((what, Req, loc) triples).
+    """The target for a kernel whose ops have `reqs` ((op or name, Req, loc) triples).
 
     With `arch`/`ptx` unset, the lowest target every op accepts and the lowest .version they need.
     A pinned arch that rejects an op, or a pinned .version below an op's floor, raises TargetError
@@ -106,7 +111,7 @@ def resolve(reqs, arch: str | None = None, ptx=None) -> Target:
         candidates = [t for t in TARGETS if t in need.targets]
         if not candidates:
             what, r, loc = _first_conflict(reqs)
-            raise TargetError(f"no single target accepts every instruction: {what} needs {r.describe()}", loc)
+            raise TargetError(f"no single target accepts every instruction: {_what(what)} needs {r.describe()}", loc)
         arch = candidates[0]
     else:
         Target(arch, (0, 0))  # validates the name
@@ -114,14 +119,14 @@ def resolve(reqs, arch: str | None = None, ptx=None) -> Target:
     for what, r, loc in reqs:
         v = accepts(arch, r)
         if v is None:
-            raise TargetError(f"{what} is not available on .target {arch}; it needs {r.describe()}", loc,
+            raise TargetError(f"{_what(what)} is not available on .target {arch}; it needs {r.describe()}", loc,
                               rule="target")
         need_ptx = max(need_ptx, v)
     if ptx is not None:
         pinned = parse_ptx_version(ptx)
         if pinned < need_ptx:
             what, loc = _first_needing(reqs, arch, pinned)
-            raise TargetError(f".version {fmt_ptx(pinned)} is below the {fmt_ptx(need_ptx)} that {what} needs "
+            raise TargetError(f".version {fmt_ptx(pinned)} is below the {fmt_ptx(need_ptx)} that {_what(what)} needs "
                               f"on .target {arch}", loc, rule="target")
         need_ptx = pinned
     return Target(arch, need_ptx)

@@ -1,0 +1,60 @@
+"""The seed examples: golden PTX, assembly, and (on a GPU) numpy's answer.
+
+Regenerate the goldens on purpose with PTXDSL_REGEN_GOLDEN=1.
+"""
+import os
+from pathlib import Path
+
+import pytest
+
+import ptxdsl as px
+from ptxdsl.cli import load_kernels
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = Path(__file__).resolve().parent / "golden"
+EXAMPLES = ["tma_load_tile", "tma_store_tile", "tma_reduce_tile"]
+
+
+def _ptx(name):
+    kernels, ns = load_kernels(str(ROOT / "examples" / f"{name}.py"))
+    return px.emit(px.module(*kernels)), ns
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_golden(name):
+    ptx, _ = _ptx(name)
+    path = GOLDEN / f"{name}.ptx"
+    if os.environ.get("PTXDSL_REGEN_GOLDEN"):
+        path.write_text(ptx.text)
+    assert ptx.text == path.read_text(), f"{name}: emitted PTX differs from {path} (PTXDSL_REGEN_GOLDEN=1 to update)"
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_emit_is_deterministic(name):
+    assert _ptx(name)[0].text == _ptx(name)[0].text
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
+def test_assembles(name, arch):
+    ptx, _ = _ptx(name)
+    res = px.assemble(ptx, arch)
+    assert res.cubin[:4] == b"\x7fELF"
+    assert name in res.kernels and res.kernels[name].registers > 0
+    assert res.kernels[name].spill_stores == 0
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_lowest_target(name):
+    ptx, _ = _ptx(name)
+    assert (ptx.target.arch, ptx.target.version) == ("sm_90", "8.0")
+    assert ".version 8.0\n.target sm_90\n" in ptx.text
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_gpu_matches_numpy(name):
+    _, ns = _ptx(name)
+    ok, verdict = ns["run"]()
+    print(verdict)
+    assert ok, verdict

@@ -1,0 +1,70 @@
+"""Hypothesis: random tile shapes give kernels that assemble and whose TMA lines have the right form."""
+import re
+
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+import ptxdsl as px
+from ptxdsl.reference import tx_bytes
+
+DTYPES = ["bf16", "f16", "f32", "u8", "s32", "u16", "f64", "u64"]
+ESIZE = {"bf16": 2, "f16": 2, "f32": 4, "u8": 1, "s32": 4, "u16": 2, "f64": 8, "u64": 8}
+
+
+@st.composite
+def tile_specs(draw):
+    dtype = draw(st.sampled_from(DTYPES))
+    rank = draw(st.integers(1, 5))
+    e = ESIZE[dtype]
+    inner = draw(st.integers(1, 256 // max(1, 16 // e) if e < 16 else 16)) * max(1, 16 // e)
+    inner = min(inner, 256)
+    box = [inner] + [draw(st.integers(1, 256)) for _ in range(rank - 1)]
+    dims = [b * draw(st.integers(1, 3)) for b in box]
+    spec = px.TensorMapSpec.tiled_for(tuple(reversed(dims)), dtype, tuple(reversed(box)))
+    assume(tx_bytes(spec) <= 200 * 1024)          # one box must fit in shared memory
+    return spec
+
+
+def tile_kernel(name, spec, op):
+    """A kernel that loads one box of `spec` and then stores or reduces it back (one lane)."""
+    nbytes = -(-tx_bytes(spec) // 128) * 128
+    with px.kernel(name, reqntid=32) as k:
+        src = k.param_tensormap("src", spec)
+        coords = [k.param(f"c{i}", px.s32) for i in range(spec.rank)]
+        tile = k.shared("tile", nbytes, align=128, dynamic=True)
+        bar = k.mbarrier("bar")
+        with k.elect_one():
+            k.mbarrier_init(bar, 1)
+            k.fence_mbarrier_init()
+            k.mbarrier_arrive_expect_tx(bar, tx_bytes(spec))
+            k.cp_async_bulk_tensor(tile, src, coords, mbar=bar)
+            k.mbarrier_wait(bar, parity=0)
+            if op == "store":
+                k.cp_async_bulk_tensor(src, tile, coords)
+            else:
+                k.cp_reduce_async_bulk_tensor(op, src, tile, coords)
+            k.cp_async_bulk_commit_group()
+            k.cp_async_bulk_wait_group_read(0)
+    return k
+
+
+@given(st.lists(tile_specs(), min_size=1, max_size=6), st.data())
+def test_random_tiles_assemble_and_have_the_tma_form(specs, data):
+    kernels = []
+    for i, spec in enumerate(specs):
+        ops = ["store"] + [op for op, ts in (("add", {"bf16", "f16", "f32", "s32", "u64"}), ("min", {"s32", "bf16"}),
+                                             ("and", {"s32", "u64"})) if spec.dtype in ts]
+        kernels.append(tile_kernel(f"k{i}", spec, data.draw(st.sampled_from(ops))))
+    ptx = px.emit(px.module(*kernels))
+    for k, spec in zip(kernels, specs):
+        n = spec.rank
+        coords = r"\{" + ", ".join([r"%r\d+"] * n) + r"\}"
+        text = ptx.text.split(f".entry {k.kernel.name}(")[1].split("\n}\n")[0]
+        loads = re.findall(rf"cp\.async\.bulk\.tensor\.{n}d\.shared::cluster\.global\.tile\.mbarrier::complete_tx::bytes "
+                           rf"\[{k.kernel.name}_dsmem\], \[%rd\d+, {coords}\], \[bar\];", text)
+        back = re.findall(rf"cp(\.reduce)?\.async\.bulk\.tensor\.{n}d\.global\.shared::cta\.(\w+\.)?tile\.bulk_group "
+                          rf"\[%rd\d+, {coords}\], \[{k.kernel.name}_dsmem\];", text)
+        assert len(loads) == 1 and len(back) == 1, text
+        assert f"mbarrier.arrive.expect_tx.shared::cta.b64 _, [bar], {tx_bytes(spec)};" in text
+    res = px.assemble(ptx, "sm_90a")
+    assert set(res.kernels) == {k.kernel.name for k in kernels}
