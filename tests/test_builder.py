@@ -63,14 +63,14 @@ def test_structured_if_else_and_loop():
         tid = k.mov(sreg.tid_x)
         p = k.setp("eq", tid, 0)
         with k.if_(p):
-            k.bar_sync(1)
+            k.membar("cta")
         with k.else_():
-            k.bar_sync(2)
+            k.membar("gl")
         with k.loop(0, 4) as i:
             k.add(i, tid)
     assert body(k) == [
         "mov.u32 %r1, %tid.x;", "setp.eq.u32 %p1, %r1, 0;",
-        "@!%p1 bra $L__else2;", "bar.sync 1;", "bra.uni $L__end1;", "$L__else2:", "bar.sync 2;", "$L__end1:",
+        "@!%p1 bra $L__else2;", "membar.cta;", "bra.uni $L__end1;", "$L__else2:", "membar.gl;", "$L__end1:",
         "mov.u32 %r2, 0;", "$L__loop3:", "setp.ge.u32 %p2, %r2, 4;", "@%p2 bra $L__loop_end4;",
         "add.u32 %r3, %r2, %r1;", "add.u32 %r2, %r2, 1;", "bra.uni $L__loop3;", "$L__loop_end4:", "ret;",
     ]
@@ -80,8 +80,8 @@ def test_guard_and_negated_guard():
     with px.kernel("t") as k:
         p = k.setp("eq", k.mov(sreg.laneid), 0)
         with k.guard(~p):
-            k.bar_sync(0)
-    assert "@!%p1 bar.sync 0;" in body(k)
+            k.membar("cta")
+    assert "@!%p1 membar.cta;" in body(k)
 
 
 def test_tensormap_param_is_nvcc_style():

@@ -1,0 +1,126 @@
+"""PTX modules JIT-loaded by the driver (cuModuleLoadDataEx) and the kernels in them."""
+from __future__ import annotations
+
+import functools
+
+from cuda.bindings import driver
+
+from .device import Device, current_device
+from .driver import call, cuda_error
+
+_JIT = driver.CUjit_option
+_FA = driver.CUfunction_attribute
+JIT_LOG_BYTES = 64 * 1024
+
+
+def _log_text(buf: bytearray) -> str:
+    return bytes(buf).split(b"\0", 1)[0].decode(errors="replace").strip()
+
+
+def load_ptx(ptx_text: str, *, name: str = "ptxdsl") -> "Module":
+    """JIT-load PTX text into the current device's context; a failure raises CudaError carrying the JIT error log."""
+    device = current_device()
+    info, error = bytearray(JIT_LOG_BYTES), bytearray(JIT_LOG_BYTES)
+    options = [_JIT.CU_JIT_INFO_LOG_BUFFER, _JIT.CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+               _JIT.CU_JIT_ERROR_LOG_BUFFER, _JIT.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES]
+    values = [info, JIT_LOG_BYTES, error, JIT_LOG_BYTES]
+    code, handle = driver.cuModuleLoadDataEx(ptx_text.encode() + b"\0", len(options), options, values)
+    if code != driver.CUresult.CUDA_SUCCESS:
+        log = _log_text(error) or "(the JIT error log is empty)"
+        raise cuda_error(code, "cuModuleLoadDataEx", log=f"JIT error log of module {name!r}:\n{log}")
+    return Module(handle, name, device, _log_text(info))
+
+
+class Module:
+    """A loaded module; unload() (or `with`) releases it."""
+
+    def __init__(self, handle: driver.CUmodule, name: str, device: Device, info_log: str = ""):
+        self.handle = handle
+        self.name = name
+        self.device = device
+        self.info_log = info_log
+        self._functions: dict[str, Function] = {}
+
+    def function(self, name: str) -> "Function":
+        """The kernel `name` (cuModuleGetFunction); the same object on every call."""
+        if name not in self._functions:
+            handle = call(driver.cuModuleGetFunction, self.handle, name.encode())
+            self._functions[name] = Function(handle, name, self)
+        return self._functions[name]
+
+    def unload(self) -> None:
+        """cuModuleUnload; later calls do nothing."""
+        if self.handle is not None:
+            self.device.set_current()
+            call(driver.cuModuleUnload, self.handle)
+            self.handle = None
+            self._functions.clear()
+
+    def __enter__(self) -> "Module":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.unload()
+
+    def __repr__(self) -> str:
+        return f"<Module {self.name!r} on {self.device!r}>"
+
+
+class Function:
+    """One kernel of a loaded module, with its attributes (cuFuncGetAttribute / cuFuncSetAttribute)."""
+
+    def __init__(self, handle: driver.CUfunction, name: str, module: Module):
+        self.handle = handle
+        self.name = name
+        self.module = module
+        self.non_portable_cluster_size_allowed = False
+
+    @property
+    def device(self) -> Device:
+        return self.module.device
+
+    def _get(self, attr: driver.CUfunction_attribute) -> int:
+        return call(driver.cuFuncGetAttribute, attr, self.handle)
+
+    def _set(self, attr: driver.CUfunction_attribute, value: int) -> None:
+        call(driver.cuFuncSetAttribute, self.handle, attr, int(value))
+
+    @property
+    def attributes(self) -> dict[str, int]:
+        """Registers, static/local/const bytes, thread and dynamic-shared limits, PTX/binary versions."""
+        return {
+            "num_regs": self._get(_FA.CU_FUNC_ATTRIBUTE_NUM_REGS),
+            "static_shared_bytes": self.static_shared_bytes,
+            "local_bytes": self._get(_FA.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES),
+            "const_bytes": self._get(_FA.CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES),
+            "max_threads_per_block": self.max_threads_per_block,
+            "max_dynamic_shared_bytes": self.max_dynamic_shared,
+            "ptx_version": self._get(_FA.CU_FUNC_ATTRIBUTE_PTX_VERSION),
+            "binary_version": self._get(_FA.CU_FUNC_ATTRIBUTE_BINARY_VERSION),
+        }
+
+    @functools.cached_property
+    def static_shared_bytes(self) -> int:
+        return self._get(_FA.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
+
+    @functools.cached_property
+    def max_threads_per_block(self) -> int:
+        """The most threads a block of this kernel may have (registers and .maxntid/.reqntid included)."""
+        return self._get(_FA.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
+
+    @property
+    def max_dynamic_shared(self) -> int:
+        """Dynamic shared bytes a launch may ask for now (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)."""
+        return self._get(_FA.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+
+    def set_max_dynamic_shared(self, nbytes: int) -> None:
+        """Allow launches with up to `nbytes` of dynamic shared memory (needed above 48 KiB)."""
+        self._set(_FA.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes)
+
+    def set_non_portable_cluster_size_allowed(self) -> None:
+        """Allow clusters of more than 8 CTAs (up to 16 on Hopper)."""
+        self._set(_FA.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
+        self.non_portable_cluster_size_allowed = True
+
+    def __repr__(self) -> str:
+        return f"<Function {self.name!r} of module {self.module.name!r}>"

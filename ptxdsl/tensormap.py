@@ -1,0 +1,353 @@
+"""Tensor-map descriptions (CUtensorMap fields) and their validation, in pure Python.
+
+A `TensorMapSpec` holds every field that cuTensorMapEncodeTiled / cuTensorMapEncodeIm2col take.
+Dimension lists are ordered **innermost first** (dimension 0 is contiguous), exactly as the driver
+and PTX tensor coordinates order them; `TensorMapSpec.tiled_for(shape=...)` accepts numpy order
+(outermost first) and reverses it. `validate()` checks the driver's rules (cuda.h's, corrected by
+what the driver was seen to enforce) before the driver sees them and raises TensorMapError naming
+the field and the rule. The runtime encodes a valid spec
+(ptxdsl.runtime.tensormap); the CPU model (ptxdsl.reference) reads the same spec.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from numbers import Integral
+
+from .errors import PtxdslError, SourceLoc, TensorMapError
+from .types import ScalarType, scalar_type
+
+# CUtensorMapDataType: our name -> (enum value, element bytes)
+DTYPES: dict[str, tuple[int, int]] = {
+    "u8": (0, 1), "u16": (1, 2), "u32": (2, 4), "s32": (3, 4), "u64": (4, 8), "s64": (5, 8),
+    "f16": (6, 2), "f32": (7, 4), "f64": (8, 8), "bf16": (9, 2), "f32_ftz": (10, 4),
+    "tf32": (11, 4), "tf32_ftz": (12, 4),
+}
+INTERLEAVE = {"none": 0, "16B": 1, "32B": 2}
+SWIZZLE = {"none": 0, "32B": 1, "64B": 2, "128B": 3,
+           "128B_atom_32B": 4, "128B_atom_32B_flip_8B": 5, "128B_atom_64B": 6}
+SWIZZLE_SPAN = {"none": 0, "32B": 32, "64B": 64, "128B": 128,
+                "128B_atom_32B": 128, "128B_atom_32B_flip_8B": 128, "128B_atom_64B": 128}
+L2_PROMOTION = {"none": 0, "64B": 1, "128B": 2, "256B": 3}
+OOB_FILL = {"zero": 0, "nan": 1}   # NONE, NAN_REQUEST_ZERO_FMA
+KINDS = ("tiled", "im2col")
+FLOAT_DTYPES = frozenset({"f16", "f32", "f64", "bf16", "f32_ftz", "tf32", "tf32_ftz"})
+
+# Limits of cuTensorMapEncodeTiled / cuTensorMapEncodeIm2col (cuda.h, CUDA 13.0).
+RANKS = {"tiled": (1, 5), "im2col": (3, 5)}
+MAX_DIM = 2**32
+MAX_STRIDE = 2**40                  # strides are < 2^40
+MAX_BOX = 256
+MAX_ELEMENT_STRIDE = 8
+MAX_CHANNELS_PER_PIXEL = 256
+MAX_PIXELS_PER_COLUMN = 1024
+CORNER_RANGE = {3: (-32768, 32767), 4: (-128, 127), 5: (-16, 15)}   # im2col rank -> offset range
+MAX_BOX_BYTES = 228 * 1024          # largest box the driver encodes (measured: H200, driver 580; not in cuda.h)
+TENSORMAP_MIN_CC = (9, 0)
+SWIZZLE_MIN_CC = {"128B_atom_32B": (10, 0), "128B_atom_32B_flip_8B": (10, 0), "128B_atom_64B": (10, 0)}
+# Documented rules that validate() enforces but the driver (580, on an H200) lets through.
+STRICTER_THAN_DRIVER = frozenset({"tensormap.stride-overlap", "tensormap.interleave-swizzle"})
+
+_SCALAR_TO_DTYPE = {"u8": "u8", "b8": "u8", "s8": "u8", "u16": "u16", "b16": "u16", "s16": "u16",
+                    "u32": "u32", "b32": "u32", "s32": "s32", "u64": "u64", "b64": "u64", "s64": "s64",
+                    "f16": "f16", "f32": "f32", "f64": "f64", "bf16": "bf16"}
+
+
+def dtype_name(dtype, loc: SourceLoc | None = None) -> str:
+    """Map a ScalarType / PTX name / numpy dtype / tensor-map dtype name to a DTYPES key."""
+    if isinstance(dtype, str) and dtype in DTYPES:
+        return dtype
+    try:
+        t: ScalarType = scalar_type(dtype)
+    except PtxdslError as e:
+        raise e.at(loc)
+    if t.name not in _SCALAR_TO_DTYPE:
+        raise TensorMapError(f"dtype={t.name!r} breaks 'a tensor-map element type is one of "
+                             f"{', '.join(DTYPES)}'", loc=loc, rule="tensormap.dtype")
+    return _SCALAR_TO_DTYPE[t.name]
+
+
+def _broken(spec: "TensorMapSpec", what: str, shown: str, rule: str, text: str) -> TensorMapError:
+    """The error for one broken rule; an indexed field (`box[1]`) says its lists are innermost-first."""
+    where = " (lists are innermost first)" if "[" in what else ""
+    return TensorMapError(f"{what}={shown} breaks '{text}'{where}", loc=spec.loc, rule=f"tensormap.{rule}")
+
+
+def _each_in(spec, name, values, lo, hi, rule, text) -> None:
+    """Every entry of a list field is an integer in lo..hi."""
+    for i, v in enumerate(values):
+        if not isinstance(v, Integral) or not lo <= v <= hi:
+            raise _broken(spec, f"{name}[{i}]", repr(v), rule, text)
+
+
+def _check_enums(spec) -> None:
+    for name, allowed in (("kind", KINDS), ("dtype", DTYPES), ("interleave", INTERLEAVE),
+                          ("swizzle", SWIZZLE), ("l2_promotion", L2_PROMOTION), ("oob_fill", OOB_FILL)):
+        value = getattr(spec, name)
+        if not isinstance(value, str) or value not in allowed:
+            raise _broken(spec, name, repr(value), name.replace("_", "-"),
+                          f"{name} is one of {', '.join(allowed)}")
+
+
+def _check_rank(spec) -> None:
+    lo, hi = RANKS[spec.kind]
+    if not lo <= spec.rank <= hi:
+        raise _broken(spec, "rank", f"{spec.rank} (len(dims))", "rank", f"a {spec.kind} map has rank {lo}..{hi}")
+    if spec.interleave != "none" and spec.rank < 3:
+        raise _broken(spec, "rank", f"{spec.rank} (len(dims))", "interleave-rank",
+                      f"an interleaved ({spec.interleave}) map has rank >= 3")
+
+
+def _check_dims(spec) -> None:
+    _each_in(spec, "dims", spec.dims, 1, MAX_DIM, "dim-range", "each global dimension is 1..2^32")
+
+
+def _check_address(spec) -> None:
+    a, align = spec.global_address, spec.address_align
+    if not isinstance(a, Integral) or not 0 <= a < 2**64:
+        raise _broken(spec, "global_address", repr(a), "address-range", "global_address is a 64-bit device address")
+    if a % align:
+        raise _broken(spec, "global_address", hex(a), "address-align",
+                      f"global_address is {align}-byte aligned" + (" with interleave 32B" if align == 32 else ""))
+
+
+def _check_strides(spec) -> None:
+    if len(spec.strides) != spec.rank - 1:
+        raise _broken(spec, "len(strides)", str(len(spec.strides)), "stride-count",
+                      f"strides has rank-1 = {spec.rank - 1} entries (dimensions 1..rank-1, bytes)")
+    _each_in(spec, "strides", spec.strides, 0, MAX_STRIDE - 1, "stride-range", "each global stride is < 2^40 bytes")
+    align = spec.address_align
+    for i, st in enumerate(spec.strides):
+        if st % align:
+            raise _broken(spec, f"strides[{i}]", repr(st), "stride-align",
+                          f"each global stride is a multiple of {align} bytes"
+                          + (" with interleave 32B" if align == 32 else ""))
+    span = spec.dims[0] * spec.elem_bytes
+    for i, st in enumerate(spec.strides):
+        if st < span:
+            below = "dims[0]*elem_bytes" if i == 0 else f"strides[{i - 1}]*dims[{i}]"
+            raise _broken(spec, f"strides[{i}]", repr(st), "stride-overlap",
+                          f"strides[{i}] >= {below} = {span} (dimensions do not overlap)")
+        span = st * spec.dims[i + 1]
+
+
+def _check_box(spec) -> None:
+    if len(spec.box) != spec.rank:
+        raise _broken(spec, "len(box)", str(len(spec.box)), "box-count", f"box has rank = {spec.rank} entries")
+    _each_in(spec, "box", spec.box, 1, MAX_BOX, "box-range", f"each box dimension is 1..{MAX_BOX}")
+    # cuda.h states this for interleave none only; the driver (580) enforces it for every interleave.
+    if spec.box[0] * spec.elem_bytes % 16:
+        raise _broken(spec, "box[0]", f"{spec.box[0]} ({spec.box[0] * spec.elem_bytes} bytes)", "box-inner-bytes",
+                      "box[0]*elem_bytes is a multiple of 16 bytes")
+
+
+def _check_im2col(spec) -> None:
+    n = spec.rank - 2
+    lo, hi = CORNER_RANGE[spec.rank]
+    for name in ("lower_corner", "upper_corner"):
+        corner = getattr(spec, name)
+        if len(corner) != n:
+            raise _broken(spec, f"len({name})", str(len(corner)), "corner-count",
+                          f"{name} has rank-2 = {n} entries (W first)")
+        _each_in(spec, name, corner, lo, hi, "corner-range", f"a rank-{spec.rank} im2col corner offset is {lo}..{hi}")
+    for i in range(n):
+        extent = spec.dims[i + 1] + spec.upper_corner[i] - spec.lower_corner[i]
+        if extent < 1:
+            raise _broken(spec, f"upper_corner[{i}]", f"{spec.upper_corner[i]} (extent {extent})", "im2col-area",
+                          f"dims[{i + 1}] + upper_corner[{i}] - lower_corner[{i}] >= 1 (a non-zero pixel box area)")
+    for name, top in (("channels_per_pixel", MAX_CHANNELS_PER_PIXEL), ("pixels_per_column", MAX_PIXELS_PER_COLUMN)):
+        v = getattr(spec, name)
+        if not isinstance(v, Integral) or not 1 <= v <= top:
+            raise _broken(spec, name, repr(v), name.replace("_", "-"), f"{name} is 1..{top}")
+    if spec.channels_per_pixel * spec.elem_bytes % 16:
+        raise _broken(spec, "channels_per_pixel",
+                      f"{spec.channels_per_pixel} ({spec.channels_per_pixel * spec.elem_bytes} bytes)",
+                      "box-inner-bytes", "channels_per_pixel*elem_bytes is a multiple of 16 bytes")
+
+
+def _check_inner_box(spec) -> None:
+    (_check_box if spec.kind == "tiled" else _check_im2col)(spec)
+
+
+def _check_swizzle(spec) -> None:
+    span = SWIZZLE_SPAN[spec.swizzle]
+    if spec.interleave == "none" and span and spec.inner_box_bytes > span:
+        what = "box[0]" if spec.kind == "tiled" else "channels_per_pixel"
+        raise _broken(spec, what, f"{spec.inner_box_bytes // spec.elem_bytes} ({spec.inner_box_bytes} bytes)",
+                      "swizzle-span", f"with swizzle {spec.swizzle}, the inner box is <= {span} bytes")
+    if spec.interleave == "32B" and spec.swizzle != "32B":
+        raise _broken(spec, "swizzle", repr(spec.swizzle), "interleave-swizzle", "interleave 32B requires swizzle 32B")
+
+
+def _check_element_strides(spec) -> None:
+    if spec.element_strides and len(spec.element_strides) != spec.rank:
+        raise _broken(spec, "len(element_strides)", str(len(spec.element_strides)), "element-stride-count",
+                      f"element_strides is empty or has rank = {spec.rank} entries")
+    _each_in(spec, "element_strides", spec.element_strides, 1, MAX_ELEMENT_STRIDE, "element-stride-range",
+             f"each element stride is 1..{MAX_ELEMENT_STRIDE}")
+
+
+def _check_box_bytes(spec) -> None:
+    if spec.kind == "tiled":
+        n = spec.elem_bytes
+        for b, e in zip(spec.box, spec.estrides):
+            n *= b // e
+        what, shown = "box", repr(spec.box)
+        counted = ", counting box[i]//element_strides[i] elements per dimension"
+    else:
+        n = spec.box_bytes
+        what, shown = "channels_per_pixel*pixels_per_column", f"{spec.channels_per_pixel}*{spec.pixels_per_column}"
+        counted = ""
+    if n > MAX_BOX_BYTES:
+        raise _broken(spec, what, f"{shown} ({n} bytes)", "box-bytes",
+                      f"one box is at most {MAX_BOX_BYTES} bytes{counted}")
+
+
+def _check_oob_fill(spec) -> None:
+    if spec.oob_fill == "nan" and spec.dtype not in FLOAT_DTYPES:
+        raise _broken(spec, "oob_fill", repr(spec.oob_fill), "oob-fill-float",
+                      f"oob_fill 'nan' needs a floating-point dtype, not {spec.dtype}")
+
+
+# The order in which validate() checks; the first broken rule is the one reported.
+_CHECKS = (_check_enums, _check_rank, _check_dims, _check_address, _check_strides, _check_inner_box,
+           _check_swizzle, _check_element_strides, _check_box_bytes, _check_oob_fill)
+
+
+def _c_strides(shape, elem_bytes: int) -> tuple[int, ...]:
+    """Byte strides of a C-contiguous array, numpy order."""
+    out, step = [], elem_bytes
+    for n in reversed(shape):
+        out.append(step)
+        step *= n
+    return tuple(reversed(out))
+
+
+def _outer_strides(shape, strides, elem_bytes: int, loc) -> tuple[int, ...]:
+    """numpy-order byte strides (one per dimension) -> the driver's rank-1 strides, innermost first."""
+    strides = _c_strides(shape, elem_bytes) if strides is None else tuple(strides)
+    if len(strides) != len(shape):
+        raise TensorMapError(f"len(strides)={len(strides)} breaks 'strides has one entry per shape dimension "
+                             f"({len(shape)}), numpy order, bytes'", loc=loc, rule="tensormap.stride-count")
+    if strides and strides[-1] != elem_bytes:
+        raise TensorMapError(f"strides[-1]={strides[-1]} breaks 'the innermost dimension is contiguous "
+                             f"(stride = {elem_bytes} bytes)'", loc=loc, rule="tensormap.inner-stride")
+    return tuple(reversed(strides[:-1]))
+
+
+def _reversed_or_empty(values) -> tuple[int, ...]:
+    return tuple(reversed(tuple(values))) if values is not None else ()
+
+
+@dataclass(frozen=True)
+class TensorMapSpec:
+    """All fields of one CUtensorMap. Lists are innermost-first (dimension 0 = contiguous)."""
+
+    dtype: str                          # a DTYPES key
+    dims: tuple[int, ...]               # globalDim, elements per dimension
+    strides: tuple[int, ...]            # globalStrides in bytes for dimensions 1..rank-1 (rank-1 entries)
+    box: tuple[int, ...]                # boxDim (tiled); for im2col: (channelsPerPixel, pixelsPerColumn) live below
+    element_strides: tuple[int, ...] = ()   # default: all 1
+    interleave: str = "none"
+    swizzle: str = "none"
+    l2_promotion: str = "none"
+    oob_fill: str = "zero"
+    global_address: int = 0             # device pointer; 0 = not bound yet (alignment not checked)
+    # im2col only
+    kind: str = "tiled"                 # "tiled" | "im2col"
+    lower_corner: tuple[int, ...] = ()  # pixelBoxLowerCorner (rank-2 entries, W first)
+    upper_corner: tuple[int, ...] = ()  # pixelBoxUpperCorner
+    channels_per_pixel: int = 0
+    pixels_per_column: int = 0
+    loc: SourceLoc | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def rank(self) -> int:
+        return len(self.dims)
+
+    @property
+    def elem_bytes(self) -> int:
+        return DTYPES[self.dtype][1]
+
+    @property
+    def estrides(self) -> tuple[int, ...]:
+        return self.element_strides or (1,) * self.rank
+
+    @property
+    def box_elems(self) -> tuple[int, ...]:
+        """Elements the box holds per dimension: ceil(box[i] / element_strides[i]) (tiled maps)."""
+        return tuple(-(-b // s) for b, s in zip(self.box, self.estrides))
+
+    @property
+    def inner_box_bytes(self) -> int:
+        """Bytes of the box's innermost extent (box[0], or channels_per_pixel for im2col)."""
+        inner = self.box[0] if self.kind == "tiled" else self.channels_per_pixel
+        return inner * self.elem_bytes
+
+    @property
+    def address_align(self) -> int:
+        """Alignment the global address and strides need, in bytes."""
+        return 32 if self.interleave == "32B" else 16
+
+    @property
+    def min_compute_capability(self) -> tuple[int, int]:
+        """The lowest device compute capability that can encode this map."""
+        return SWIZZLE_MIN_CC.get(self.swizzle, TENSORMAP_MIN_CC)
+
+    @property
+    def box_bytes(self) -> int:
+        """Bytes one load of this map writes to shared memory (the mbarrier transaction count)."""
+        if self.kind == "im2col":
+            return self.channels_per_pixel * self.pixels_per_column * self.elem_bytes
+        n = self.elem_bytes
+        for e in self.box_elems:
+            n *= e
+        return n
+
+    def bind(self, address: int) -> "TensorMapSpec":
+        """The same map over another global address."""
+        return replace(self, global_address=int(address))
+
+    def validate(self) -> "TensorMapSpec":
+        """Check the cuTensorMapEncode* rules in a fixed order; the first broken one raises TensorMapError."""
+        for check in _CHECKS:
+            check(self)
+        return self
+
+    @classmethod
+    def tiled_for(cls, shape, dtype, box, *, strides=None, element_strides=None, interleave: str = "none",
+                  swizzle: str = "none", l2_promotion: str = "none", oob_fill: str = "zero",
+                  address: int = 0) -> "TensorMapSpec":
+        """A validated tiled map; shape/box/strides(bytes)/element_strides in numpy order (outermost first)."""
+        loc = SourceLoc.caller()
+        name = dtype_name(dtype, loc)
+        shape = tuple(shape)
+        spec = cls(dtype=name, dims=tuple(reversed(shape)),
+                   strides=_outer_strides(shape, strides, DTYPES[name][1], loc),
+                   box=tuple(reversed(tuple(box))), element_strides=_reversed_or_empty(element_strides),
+                   interleave=interleave, swizzle=swizzle, l2_promotion=l2_promotion, oob_fill=oob_fill,
+                   global_address=address, loc=loc)
+        return spec.validate()
+
+    @classmethod
+    def im2col_for(cls, shape, dtype, *, channels_per_pixel: int, pixels_per_column: int, lower_corner,
+                   upper_corner, strides=None, element_strides=None, interleave: str = "none",
+                   swizzle: str = "none", l2_promotion: str = "none", oob_fill: str = "zero",
+                   address: int = 0) -> "TensorMapSpec":
+        """A validated im2col map over an N[D][H]WC tensor; shape/strides numpy order, corners (D,H,W) order."""
+        loc = SourceLoc.caller()
+        name = dtype_name(dtype, loc)
+        shape = tuple(shape)
+        spec = cls(dtype=name, dims=tuple(reversed(shape)),
+                   strides=_outer_strides(shape, strides, DTYPES[name][1], loc), box=(),
+                   element_strides=_reversed_or_empty(element_strides), interleave=interleave, swizzle=swizzle,
+                   l2_promotion=l2_promotion, oob_fill=oob_fill, global_address=address, kind="im2col",
+                   lower_corner=_reversed_or_empty(lower_corner), upper_corner=_reversed_or_empty(upper_corner),
+                   channels_per_pixel=channels_per_pixel, pixels_per_column=pixels_per_column, loc=loc)
+        return spec.validate()
+
+    @classmethod
+    def from_array(cls, arr, box, **kw) -> "TensorMapSpec":
+        """A validated tiled map over a numpy array or DeviceArray (its shape, dtype, strides and .ptr if any)."""
+        kw.setdefault("address", getattr(arr, "ptr", 0))
+        kw.setdefault("strides", arr.strides)
+        return cls.tiled_for(arr.shape, arr.dtype, box, **kw)
