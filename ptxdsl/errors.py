@@ -5,6 +5,7 @@ where it came from (a builder call's file:line, or a .ptxd line).
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from dataclasses import dataclass
@@ -30,10 +31,15 @@ class SourceLoc:
         f = sys._getframe(1)
         while f is not None:
             fn = f.f_code.co_filename
-            if not os.path.abspath(fn).startswith(_PKG_DIR + os.sep):
+            if not _inside_package(fn):
                 return cls(fn, f.f_lineno)
             f = f.f_back
         return cls("<unknown>", 0)
+
+
+@functools.lru_cache(maxsize=None)
+def _inside_package(filename: str) -> bool:
+    return os.path.abspath(filename).startswith(_PKG_DIR + os.sep)
 
 
 class PtxdslError(Exception):
