@@ -9,45 +9,59 @@ the swizzle repeat (256/512/1024 B).
 Measured on the H200 (design.md, "Facts that shape the design"): under a swizzle mode every box row
 takes a whole swizzle span; the mbarrier transaction count is the unpadded box; the 128B pattern
 moves chunk c of 128-byte row r to chunk c ^ (r % 8); a traversal stride on dimension 0 does not
-thin the box out.
+thin the box out; a box whose start in dimension 0 is not a multiple of 16 bytes dies with an
+illegal instruction, so the tiled functions refuse one; oob_fill='nan' writes the 16-bit pattern 0x7FF7 over each out-of-bounds element
+of an f16, bf16, f32 or f64 map (`NAN_FILL`); a store or reduction whose box starts at a negative
+coordinate dies with an illegal instruction, as the CUDA Programming Guide says ("the top left
+corner cannot have any negative indices"), so `store_box`/`reduce_box` refuse one; and a store or
+reduction writes the whole 16-byte chunk holding the last in-bounds element of each row, past
+dims[0] into the row's padding (`store_bounds`).
 
-Resting on documentation only, to be confirmed on the GPU: the NaN fill bit patterns (`NAN_FILL`),
-the 32B and 64B patterns, the corner cases of reduction arithmetic (NaN, signed zero, subnormals)
-and the whole im2col traversal (`load_im2col`). Interleaved layouts and the sm_100 swizzle atoms
-are not modelled: they raise ValueError.
+Float reductions leave the canonical NaN for any NaN result (`REDUCE_NAN`), order -0 below +0 in
+min/max, return the number when one min/max operand is NaN, and keep subnormals. s64 and/or/xor
+reductions are an illegal instruction (`REDUCE_TYPES`). The GPU differential suite
+(tests/test_differential_gpu.py) agrees with this model bit for bit on thousands of random tiled
+loads, multicast loads, stores and reductions: ranks 1-5, padded pitches, element strides, boxes
+across the tensor's edges, every Hopper swizzle mode, both OOB fills.
+
+Resting on documentation only, to be confirmed on the GPU: the whole im2col traversal
+(`load_im2col`) and the f32_ftz/tf32 maps. Interleaved layouts and the sm_100 swizzle atoms are not
+modelled: they raise ValueError.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .tensormap import SWIZZLE_SPAN, TensorMapSpec
+from .tensormap import INNER_ELEMENT_STRIDE_APPLIES, SWIZZLE_SPAN, TensorMapSpec
 from .types import scalar_type, to_numpy
 
-# On the H200 a traversal stride of 2 on dimension 0 still wrote every element (design.md), as the
-# driver documents for interleave NONE ("elementStrides[0] is ignored"). True applies it instead.
-INNER_ELEMENT_STRIDE_APPLIES = False
-
-# Bits an out-of-bounds element gets with oob_fill='nan', per tensor-map dtype: canonical quiet
-# NaNs. The pattern the hardware writes (NAN_REQUEST_ZERO_FMA) is to be confirmed on the GPU.
+# Bits an out-of-bounds element gets with oob_fill='nan' (NAN_REQUEST_ZERO_FMA), per tensor-map
+# dtype: the halfword 0x7FF7 repeated, a NaN at every width. Measured on the H200 for f16, bf16, f32
+# and f64; the f32_ftz and tf32 maps are assumed to write what f32 writes.
 NAN_FILL: dict[str, int] = {
-    "f16": 0x7FFF, "bf16": 0x7FFF,
-    "f32": 0x7FFFFFFF, "f32_ftz": 0x7FFFFFFF, "tf32": 0x7FFFFFFF, "tf32_ftz": 0x7FFFFFFF,
-    "f64": 0x7FFFFFFFFFFFFFFF,
+    "f16": 0x7FF7, "bf16": 0x7FF7,
+    "f32": 0x7FF77FF7, "f32_ftz": 0x7FF77FF7, "tf32": 0x7FF77FF7, "tf32_ftz": 0x7FF77FF7,
+    "f64": 0x7FF77FF77FF77FF7,
 }
+
+# The NaN a float reduction leaves, by element bytes: the canonical NaN whatever the operands' payloads
+# (measured on the H200 for f16/bf16 add, min and max and for f32 add).
+REDUCE_NAN: dict[int, int] = {2: 0x7FFF, 4: 0x7FFFFFFF}
 
 # Address bits 4-6 XORed with bits 7-9 (CuTe Swizzle<1|2|3, 4, 3>).
 SWIZZLE_MASK: dict[str, int] = {"none": 0, "32B": 0x10, "64B": 0x30, "128B": 0x70}
 
-# Element types each cp.reduce.async.bulk.tensor operation accepts (PTX ISA type table).
+# Element types each cp.reduce.async.bulk.tensor operation accepts: the PTX ISA type table, less s64
+# for and/or/xor, which died with an illegal instruction on the H200 (a u64 map moves the same bits).
 REDUCE_TYPES: dict[str, frozenset[str]] = {
     "add": frozenset({"u32", "s32", "u64", "f32", "f16", "bf16"}),
     "min": frozenset({"u32", "s32", "s64", "f16", "bf16"}),
     "max": frozenset({"u32", "s32", "s64", "f16", "bf16"}),
     "inc": frozenset({"u32"}),
     "dec": frozenset({"u32"}),
-    "and": frozenset({"u32", "s32", "u64", "s64"}),
-    "or": frozenset({"u32", "s32", "u64", "s64"}),
-    "xor": frozenset({"u32", "s32", "u64", "s64"}),
+    "and": frozenset({"u32", "s32", "u64"}),
+    "or": frozenset({"u32", "s32", "u64"}),
+    "xor": frozenset({"u32", "s32", "u64"}),
 }
 
 # Largest im2col offset per tensor rank (PTX ISA "im2col mode: Bounding Box").
@@ -128,6 +142,20 @@ def smem_layout(spec: TensorMapSpec) -> tuple[int, int]:
     return row_bytes * int(np.prod(shape[1:], dtype=np.int64)), row_bytes
 
 
+def element_offsets(spec: TensorMapSpec, coords) -> tuple[np.ndarray, np.ndarray]:
+    """(byte offsets from the tensor's address, inside mask) of a tiled box's elements in box order
+    (dimension 0 fastest), the order `smem_elements` returns them in; the offsets of elements outside
+    the tensor are clamped to its edge."""
+    _check_spec(spec, "tiled")
+    offset, inside = _locate(spec, _tile_index(spec, _check_coords(spec, coords)))
+    return offset.reshape(-1), inside.reshape(-1)
+
+
+def smem_elements(spec: TensorMapSpec, smem) -> np.ndarray:
+    """The box's elements (k, elem_bytes) in box order, read back from a shared-memory image."""
+    return _from_smem(spec, smem)
+
+
 def tx_bytes(spec: TensorMapSpec) -> int:
     """The mbarrier transaction count of one load: the box's own bytes, without swizzle padding."""
     return int(np.prod(_box_shape(spec), dtype=np.int64)) * spec.elem_bytes
@@ -157,9 +185,36 @@ def _check_coords(spec: TensorMapSpec, coords) -> tuple[int, ...]:
     return coords
 
 
+def _check_box_coords(spec: TensorMapSpec, coords) -> tuple[int, ...]:
+    coords = _check_coords(spec, coords)
+    if coords[0] * spec.elem_bytes % 16:
+        raise ValueError(f"coords[0]={coords[0]}: a tiled box starts at a multiple of 16 bytes in dimension 0 "
+                         f"(coords[0] * {spec.elem_bytes} % 16 == 0); another start is an illegal instruction "
+                         f"on the H200")
+    return coords
+
+
+def _check_store_coords(spec: TensorMapSpec, coords) -> tuple[int, ...]:
+    coords = _check_box_coords(spec, coords)
+    if min(coords) < 0:
+        raise ValueError(f"coords={coords}: a store or reduction starts at non-negative coordinates "
+                         f"(a negative one is an illegal instruction on the H200)")
+    return coords
+
+
 def _check_fill(fill: int) -> None:
     if not 0 <= fill <= 255:
         raise ValueError(f"fill={fill} is not a byte value (0..255)")
+
+
+def store_bounds(spec: TensorMapSpec) -> tuple[int, ...]:
+    """Elements per dimension a store or reduction writes within: the tensor's dims, except that
+    dimension 0 reaches the next 16-byte boundary. On the H200 a store or reduction writes the whole
+    16-byte chunk that holds the last in-bounds element of a row, so the elements past dims[0] in that
+    chunk (row padding, or the bytes after a rank-1 tensor) are written too; the model writes those
+    that lie inside the gmem array it is given."""
+    e = spec.elem_bytes
+    return (-(-spec.dims[0] * e // 16) * 16 // e, *spec.dims[1:])
 
 
 def _raw(spec: TensorMapSpec, gmem: np.ndarray) -> np.ndarray:
@@ -172,10 +227,11 @@ def _raw(spec: TensorMapSpec, gmem: np.ndarray) -> np.ndarray:
     return flat
 
 
-def _locate(spec: TensorMapSpec, idx: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Byte offsets and in-bounds mask of the elements at broadcastable coordinates idx."""
+def _locate(spec: TensorMapSpec, idx: list[np.ndarray], dims=None) -> tuple[np.ndarray, np.ndarray]:
+    """Byte offsets and in-bounds mask (within `dims`, default the tensor's) of the elements at
+    broadcastable coordinates idx."""
     offset, inside = np.int64(0), np.bool_(True)
-    for x, dim, pitch in zip(idx, spec.dims, (spec.elem_bytes, *spec.strides)):
+    for x, dim, pitch in zip(idx, dims or spec.dims, (spec.elem_bytes, *spec.strides)):
         inside = inside & (x >= 0) & (x < dim)
         offset = offset + np.clip(x, 0, dim - 1) * pitch
     return tuple(np.broadcast_arrays(offset, inside))
@@ -196,10 +252,12 @@ def _read(spec: TensorMapSpec, gmem: np.ndarray, idx: list[np.ndarray]) -> np.nd
 
 def _write(spec: TensorMapSpec, gmem: np.ndarray, idx: list[np.ndarray], elems: np.ndarray,
            combine=None) -> np.ndarray:
-    """A copy of gmem with elems (k, elem_bytes) written (or combined) at the in-bounds coordinates."""
+    """A copy of gmem with elems (k, elem_bytes) written (or combined) at the coordinates within
+    `store_bounds`; tail bytes past the end of gmem itself are left out."""
     out = np.array(gmem, copy=True, order="C")
     flat = _raw(spec, out)
-    offset, inside = (a.reshape(-1) for a in _locate(spec, idx))
+    offset, inside = (a.reshape(-1) for a in _locate(spec, idx, store_bounds(spec)))
+    inside = inside & (offset + spec.elem_bytes <= flat.size)
     pos = offset[inside][:, None] + np.arange(spec.elem_bytes)
     new = elems[inside]
     flat[pos] = new if combine is None else combine(flat[pos], new)
@@ -248,15 +306,23 @@ def load_box(spec: TensorMapSpec, gmem: np.ndarray, coords, fill: int = 0) -> np
     """
     _check_spec(spec, "tiled")
     _check_fill(fill)
-    coords = _check_coords(spec, coords)
+    coords = _check_box_coords(spec, coords)
     return _to_smem(spec, _read(spec, gmem, _tile_index(spec, coords)), fill)
 
 
 def store_box(spec: TensorMapSpec, gmem: np.ndarray, coords, smem) -> np.ndarray:
-    """A new global array: gmem after a tiled store of `smem`; out-of-bounds elements are skipped."""
+    """A new global array: gmem after a tiled store of `smem`; elements outside `store_bounds` are
+    skipped. The box starts at non-negative coordinates."""
     _check_spec(spec, "tiled")
-    coords = _check_coords(spec, coords)
+    coords = _check_store_coords(spec, coords)
     return _write(spec, gmem, _tile_index(spec, coords), _from_smem(spec, smem))
+
+
+def _canonical_nans(x: np.ndarray) -> np.ndarray:
+    """x with every NaN replaced by the element width's canonical NaN (REDUCE_NAN)."""
+    bits = np.dtype(f"<u{x.dtype.itemsize}")
+    nan = np.isnan(x.astype(np.float32))
+    return np.where(nan, bits.type(REDUCE_NAN[x.dtype.itemsize]), x.view(bits)).astype(bits).view(x.dtype)
 
 
 def _reduce_elements(op: str, old: np.ndarray, src: np.ndarray) -> np.ndarray:
@@ -266,10 +332,14 @@ def _reduce_elements(op: str, old: np.ndarray, src: np.ndarray) -> np.ndarray:
         wrap = np.dtype(f"<u{dtype.itemsize}")
         return (old.view(wrap) + src.view(wrap)).view(dtype)
     if op == "add":
-        return (old.astype(np.float32) + src.astype(np.float32)).astype(dtype)
+        return _canonical_nans((old.astype(np.float32) + src.astype(np.float32)).astype(dtype))
     if op in ("min", "max") and dtype.kind not in "iu":
-        pick = np.fmin if op == "min" else np.fmax
-        return pick(old.astype(np.float32), src.astype(np.float32)).astype(dtype)
+        a, b = old.astype(np.float32), src.astype(np.float32)
+        ordered = (np.minimum if op == "min" else np.maximum)(a, b)
+        picked = np.where(np.isnan(a), b, np.where(np.isnan(b), a, ordered))
+        negative = (np.signbit(a) | np.signbit(b)) if op == "min" else (np.signbit(a) & np.signbit(b))
+        zero = np.where(negative, np.float32(-0.0), np.float32(0.0))
+        return _canonical_nans(np.where((a == 0) & (b == 0), zero, picked).astype(dtype))
     if op == "inc":
         return np.where(old >= src, 0, old + 1).astype(dtype)
     if op == "dec":
@@ -283,9 +353,11 @@ def reduce_box(spec: TensorMapSpec, gmem: np.ndarray, coords, smem, op: str) -> 
     """A new global array: gmem after cp.reduce.async.bulk.tensor `op` of `smem` at `coords`.
 
     Float add/min/max compute in float32 and round once to the element type (round to nearest
-    even). NaN, signed-zero and subnormal handling follow IEEE fmin/fmax and numpy and are to be
-    confirmed on the GPU. inc: old >= src ? 0 : old + 1; dec: old == 0 or old > src ? src : old - 1.
-    Out-of-bounds elements are skipped.
+    even); a NaN result is the canonical NaN (`REDUCE_NAN`), whatever the operands' payloads; min and
+    max order -0 below +0 and return the number when one operand is NaN (a signalling one too).
+    Subnormals are kept (no flush to zero). inc: old >= src ? 0 : old + 1; dec: old == 0 or
+    old > src ? src : old - 1. Elements outside `store_bounds` are skipped; the box starts at
+    non-negative coordinates.
     """
     if op not in REDUCE_TYPES:
         raise ValueError(f"op={op!r} is not a reduction; expected one of {', '.join(REDUCE_TYPES)}")
@@ -293,7 +365,7 @@ def reduce_box(spec: TensorMapSpec, gmem: np.ndarray, coords, smem, op: str) -> 
         raise ValueError(f"op={op!r} is not allowed for dtype={spec.dtype!r}; "
                          f"allowed: {', '.join(sorted(REDUCE_TYPES[op]))}")
     _check_spec(spec, "tiled")
-    coords = _check_coords(spec, coords)
+    coords = _check_store_coords(spec, coords)
     dtype = to_numpy(scalar_type(spec.dtype)).newbyteorder("<")
 
     def combine(old: np.ndarray, src: np.ndarray) -> np.ndarray:

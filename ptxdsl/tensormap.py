@@ -16,6 +16,11 @@ from numbers import Integral
 from .errors import PtxdslError, SourceLoc, TensorMapError
 from .types import ScalarType, scalar_type
 
+# On the H200 a traversal stride of 2 on dimension 0 still wrote every element (and the mbarrier
+# received box[0] elements' bytes), as the driver documents for interleave NONE ("elementStrides[0]
+# is ignored"). Setting this True would apply it like the other dimensions.
+INNER_ELEMENT_STRIDE_APPLIES = False
+
 # CUtensorMapDataType: our name -> (enum value, element bytes)
 DTYPES: dict[str, tuple[int, int]] = {
     "u8": (0, 1), "u16": (1, 2), "u32": (2, 4), "s32": (3, 4), "u64": (4, 8), "s64": (5, 8),
@@ -274,8 +279,10 @@ class TensorMapSpec:
 
     @property
     def box_elems(self) -> tuple[int, ...]:
-        """Elements the box holds per dimension: ceil(box[i] / element_strides[i]) (tiled maps)."""
-        return tuple(-(-b // s) for b, s in zip(self.box, self.estrides))
+        """Elements a load writes per dimension: ceil(box[i] / element_strides[i]) for i > 0, and all
+        box[0] elements of dimension 0 (its element stride is not applied; see INNER_ELEMENT_STRIDE_APPLIES)."""
+        n = tuple(-(-b // s) for b, s in zip(self.box, self.estrides))
+        return n if INNER_ELEMENT_STRIDE_APPLIES or not n else (self.box[0], *n[1:])
 
     @property
     def inner_box_bytes(self) -> int:

@@ -6,7 +6,7 @@ import itertools
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ptxdsl import reference as ref
@@ -40,8 +40,9 @@ def random_tensor(seed, dtype, dims, pitch0):
 
 
 @st.composite
-def tiled_cases(draw, swizzles=("none",), inside=False, unit_strides=False, dtypes=NUMPY_DTYPES):
-    """(spec, gmem, coords) for a small tiled map; boxes start inside the tensor when `inside`."""
+def tiled_cases(draw, swizzles=("none",), inside=False, unit_strides=False, dtypes=NUMPY_DTYPES, store=False):
+    """(spec, gmem, coords) for a small tiled map; boxes start at a multiple of 16 bytes in dimension 0,
+    inside the tensor when `inside`, at non-negative coordinates (as a store's must) when `store`."""
     dtype = draw(st.sampled_from(dtypes))
     esize = DTYPES[dtype][1]
     swizzle = draw(st.sampled_from(swizzles))
@@ -51,13 +52,15 @@ def tiled_cases(draw, swizzles=("none",), inside=False, unit_strides=False, dtyp
     box = (box0, *(draw(st.integers(1, 4)) for _ in range(rank - 1)))
     es = (1,) * rank if unit_strides else tuple(draw(st.integers(1, 3)) for _ in range(rank))
     n = [box0] + [-(-b // s) for b, s in zip(box[1:], es[1:])]
+    q = 16 // esize
     if inside:
         dims = tuple(draw(st.integers((k - 1) * s + 1, (k - 1) * s + 4)) for k, s in zip(n, (1, *es[1:])))
         coords = tuple(draw(st.integers(0, d - 1 - (k - 1) * s)) for d, k, s in zip(dims, n, (1, *es[1:])))
     else:
         dims = tuple(draw(st.integers(1, 2 * b + 2)) for b in box)
-        coords = tuple(draw(st.integers(-b - 2, d + 1)) for b, d in zip(box, dims))
-    pitch0 = dims[0] + draw(st.integers(0, 2)) * (16 // esize or 1)
+        coords = tuple(draw(st.integers(0 if store else -b - 2, d + 1)) for b, d in zip(box, dims))
+    coords = (coords[0] // q * q, *coords[1:])
+    pitch0 = -(-dims[0] * esize // 16) * 16 // esize + draw(st.integers(0, 2)) * (16 // esize)
     gmem = random_tensor(draw(st.integers(0, 2**32 - 1)), dtype, dims, pitch0)
     spec = TensorMapSpec(dtype=dtype, dims=dims, strides=dense_strides(dims, esize, pitch0), box=box,
                          element_strides=es, swizzle=swizzle,
@@ -175,6 +178,29 @@ def test_out_of_bounds_elements_get_the_map_fill(case):
     assert ref.load_box(spec, gmem, coords).tobytes() == bytes(expected)
 
 
+@pytest.mark.parametrize("dtype,element", [("f16", "f77f"), ("bf16", "f77f"), ("f32", "f77ff77f"),
+                                           ("f64", "f77ff77ff77ff77f")])
+def test_nan_fill_is_the_halfword_0x7ff7_measured_on_the_h200(dtype, element):
+    esize = DTYPES[dtype][1]
+    spec = TensorMapSpec(dtype=dtype, dims=(1,), strides=(), box=(16 // esize,), oob_fill="nan")
+    gmem = np.frombuffer(bytes(range(1, esize + 1)), np_dtype(dtype))
+    smem = ref.load_box(spec, gmem, (0,))
+    assert smem.tobytes().hex() == bytes(range(1, esize + 1)).hex() + element * (16 // esize - 1)
+    assert np.isnan(smem[esize:].view(np_dtype(dtype)).astype(np.float64)).all()
+
+
+@pytest.mark.parametrize("dtype,x", [("f32", 1), ("u8", 3), ("f32", -1), ("f64", 1)])
+def test_a_box_not_starting_on_16_bytes_is_refused(dtype, x):
+    """Each died with an illegal instruction on the H200 (f32 at 1 and -1, u8 at 3)."""
+    esize = DTYPES[dtype][1]
+    spec = TensorMapSpec(dtype=dtype, dims=(64, 4), strides=(64 * esize,), box=(16 // esize, 4))
+    gmem = np.zeros((4, 64), np_dtype(dtype))
+    for model in (lambda: ref.load_box(spec, gmem, (x, 0)), lambda: ref.store_box(spec, gmem, (abs(x), 0), bytes(64)),
+                  lambda: ref.multicast(spec, gmem, (x, 0), 3, 2)):
+        with pytest.raises(ValueError, match="multiple of 16 bytes"):
+            model()
+
+
 def test_nan_fill_of_an_integer_map_is_zero():
     spec = TensorMapSpec(dtype="u32", dims=(4,), strides=(), box=(8,), oob_fill="nan")
     smem = ref.load_box(spec, np.full(4, 7, np.uint32), (0,))
@@ -185,7 +211,18 @@ def test_inner_element_stride_is_ignored():
     spec = TensorMapSpec(dtype="f32", dims=(32, 8), strides=(128,), box=(8, 4), element_strides=(2, 2))
     gmem = np.arange(256, dtype=np.float32).reshape(8, 32)
     assert ref.tx_bytes(spec) == 8 * 2 * 4
-    assert ref.load_box(spec, gmem, (3, 1)).view(np.float32).tolist() == gmem[1:5:2, 3:11].ravel().tolist()
+    assert ref.load_box(spec, gmem, (4, 1)).view(np.float32).tolist() == gmem[1:5:2, 4:12].ravel().tolist()
+
+
+def test_element_offsets_pair_each_box_element_with_its_global_bytes():
+    spec = TensorMapSpec(dtype="u16", dims=(12, 5), strides=(48,), box=(8, 4), element_strides=(1, 2), swizzle="32B")
+    gmem = random_tensor(3, "u16", spec.dims, 24)
+    offsets, inside = ref.element_offsets(spec, (8, 3))
+    elements = ref.smem_elements(spec, ref.load_box(spec, gmem, (8, 3)))
+    assert inside.reshape(2, 8).tolist() == [[True] * 4 + [False] * 4, [False] * 8]
+    raw = gmem.tobytes()
+    assert [raw[o:o + 2] for o in offsets[inside]] == [e.tobytes() for e in elements[inside]]
+    assert offsets[:4].tolist() == [3 * 48 + 2 * x for x in range(8, 12)]
 
 
 def test_gmem_smaller_than_the_map_is_refused():
@@ -206,12 +243,15 @@ def test_coordinates_and_box_must_match_the_rank():
 # --- stores and reductions ---------------------------------------------------------------------
 
 @FAST
-@given(tiled_cases(swizzles=("none", *HOPPER_SWIZZLES)))
+@given(tiled_cases(swizzles=("none", *HOPPER_SWIZZLES), store=True))
 def test_store_of_a_load_round_trips(case):
     spec, gmem, coords = case
     before = gmem.copy()
     out = ref.store_box(spec, gmem, coords, ref.load_box(spec, gmem, coords, fill=0x5A))
-    assert out.tobytes() == gmem.tobytes() and out.shape == gmem.shape and out.dtype == gmem.dtype
+    assert out.shape == gmem.shape and out.dtype == gmem.dtype
+    assert out[..., :spec.dims[0]].tobytes() == gmem[..., :spec.dims[0]].tobytes()
+    bound = ref.store_bounds(spec)[0]
+    assert out[..., bound:].tobytes() == gmem[..., bound:].tobytes()
     assert gmem.tobytes() == before.tobytes()
 
 
@@ -229,7 +269,7 @@ def test_store_writes_exactly_the_box(case):
 @pytest.mark.parametrize("dtype", sorted(ref.REDUCE_TYPES["add"]))
 @given(data=st.data())
 def test_reduce_add_of_zeros_is_the_identity(dtype, data):
-    spec, gmem, coords = data.draw(tiled_cases(swizzles=("none", "128B"), dtypes=(dtype,)))
+    spec, gmem, coords = data.draw(tiled_cases(swizzles=("none", "128B"), dtypes=(dtype,), store=True))
     out = ref.reduce_box(spec, gmem, coords, bytes(ref.smem_layout(spec)[0]), "add")
     with np.errstate(invalid="ignore"):
         np.testing.assert_array_equal(out.astype(np.float64), gmem.astype(np.float64))
@@ -246,9 +286,10 @@ def tile_pairs():
         dims = (box[0] * grid[0] - draw(st.integers(0, box[0] - 1)), box[1] * grid[1])
         tiles = draw(st.lists(st.tuples(st.integers(0, grid[0] - 1), st.integers(0, grid[1] - 1)),
                               min_size=2, max_size=2, unique=True))
-        spec = TensorMapSpec(dtype=dtype, dims=dims, strides=dense_strides(dims, esize, dims[0]), box=box)
+        pitch0 = box[0] * grid[0]
+        spec = TensorMapSpec(dtype=dtype, dims=dims, strides=dense_strides(dims, esize, pitch0), box=box)
         seed = draw(st.integers(0, 2**32 - 1))
-        gmem = random_tensor(seed, dtype, dims, dims[0])
+        gmem = random_tensor(seed, dtype, dims, pitch0)
         nbytes = ref.smem_layout(spec)[0]
         rng = np.random.default_rng(seed + 1)
         images = [rng.integers(0, 256, nbytes, dtype=np.uint8) for _ in tiles]
@@ -302,11 +343,103 @@ def test_reduction_arithmetic_examples():
     assert float(reduce_one("bf16", -1.0, 2.0, "max")) == 2.0
 
 
+def reduce_bits(dtype, old, src, op):
+    """The bits reduce_one leaves, from operand bit patterns."""
+    bits = np.dtype(f"<u{DTYPES[dtype][1]}")
+    pair = np.array([old, src], bits).view(np_dtype(dtype))
+    return int(np.array(reduce_one(dtype, pair[0], pair[1], op)).view(bits))
+
+
+@pytest.mark.parametrize("dtype,old,src,op", [
+    ("bf16", 0x867D, 0x7FF9, "add"),     # the H200 left 0x7FFF, not the quieted source payload
+    ("bf16", 0xFF8C, 0x3F80, "add"),
+    ("bf16", 0x7F80, 0xFF80, "add"),     # inf + -inf
+    ("f16", 0x7D5E, 0x3C00, "add"),
+    ("f16", 0x3C00, 0xFDC6, "add"),
+    ("f32", 0x3F800000, 0xFFC00001, "add"),
+    ("f16", 0x7E00, 0xFD00, "min"),
+])
+def test_a_nan_reduction_result_is_the_canonical_nan(dtype, old, src, op):
+    assert reduce_bits(dtype, old, src, op) == ref.REDUCE_NAN[DTYPES[dtype][1]]
+
+
+@pytest.mark.parametrize("old,src,op", [
+    (0xF8D4, 0x7D0D, "min"),             # a signalling NaN operand: the H200 kept the number
+    (0xF8D4, 0x7D0D, "max"),
+    (0x7D0D, 0x3C00, "max"),
+    (0x7CEC, 0x577D, "max"),
+])
+def test_min_and_max_return_the_number_when_one_operand_is_any_nan(old, src, op):
+    number = old if src & 0x7C00 == 0x7C00 else src
+    assert reduce_bits("f16", old, src, op) == number
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("old,src,op,bits", [
+    (-0.0, 0.0, "min", 0x8000),          # the H200 left -0 where fmin gave +0
+    (0.0, -0.0, "min", 0x8000),
+    (0.0, -0.0, "max", 0x0000),          # and +0 where fmax gave -0
+    (-0.0, 0.0, "max", 0x0000),
+    (-0.0, -0.0, "max", 0x8000),
+    (np.nan, -0.0, "min", 0x8000),
+])
+def test_min_and_max_order_negative_zero_below_positive_zero(dtype, old, src, op, bits):
+    dt = np_dtype(dtype)
+    assert reduce_bits(dtype, int(np.array(old, dt).view(np.uint16)), int(np.array(src, dt).view(np.uint16)),
+                       op) == bits
+
+
 @pytest.mark.parametrize("op,dtype", [("add", "s64"), ("add", "f64"), ("min", "f32"), ("inc", "s32"),
-                                      ("dec", "u64"), ("and", "f16"), ("xor", "u16"), ("mul", "u32")])
+                                      ("dec", "u64"), ("and", "f16"), ("xor", "u16"), ("mul", "u32"),
+                                      ("and", "s64"), ("or", "s64"), ("xor", "s64")])
 def test_disallowed_reductions_name_op_and_dtype(op, dtype):
+    """Reductions outside REDUCE_TYPES are refused; s64 and/or/xor too (in the PTX ISA table, but an
+    illegal instruction on the H200)."""
     with pytest.raises(ValueError, match=f"op={op!r}"):
         ref.reduce_box(one_element_map(dtype), np.zeros(1, np_dtype(dtype)), (0,), bytes(16), op)
+
+
+def store_case(dtype, dims, pitch0, box, coords, op=None, seed=0):
+    """A store (op None) or reduction of random bytes into a random tensor, and the model's answer."""
+    esize = DTYPES[dtype][1]
+    spec = TensorMapSpec(dtype=dtype, dims=dims, strides=dense_strides(dims, esize, pitch0), box=box)
+    gmem = random_tensor(seed, dtype, dims, pitch0)
+    smem = np.random.default_rng(seed + 1).integers(0, 256, ref.smem_layout(spec)[0], dtype=np.uint8)
+    out = ref.store_box(spec, gmem, coords, smem) if op is None else ref.reduce_box(spec, gmem, coords, smem, op)
+    return spec, gmem, smem, out
+
+
+@FAST
+@given(st.sampled_from(["u8", "u32", "u64", "f16"]), st.integers(1, 40), st.integers(0, 2), st.integers(1, 4),
+       st.integers(0, 3), st.booleans())
+@example("u8", 33, 0, 2, 1, False).via("a 1-D u8 store of 32 at 16 wrote elements 33..47 on the H200")
+@example("u32", 17, 0, 4, 1, True).via("a u32 reduction of 16 at 4 into dims (17, 1) changed elements 17..19")
+def test_a_store_writes_the_whole_16_byte_chunk_past_dims0(dtype, dim0, row, chunks, start, reduce):
+    esize = DTYPES[dtype][1]
+    per16 = 16 // esize
+    bound = -(-dim0 // per16) * per16
+    op = "xor" if reduce and dtype in ("u32", "u64") else None
+    spec, gmem, smem, out = store_case(dtype, (dim0, row + 1), bound + per16, (per16 * chunks, 1), (per16 * start, row),
+                                       op)
+    assert ref.store_bounds(spec) == (bound, row + 1)
+    written = np.zeros(bound + per16, bool)
+    written[per16 * start:min(per16 * (start + chunks), bound)] = True
+    n = int(written.sum())
+    src = smem[:n * esize].view(gmem.dtype)
+    assert out[row][written].tobytes() == (src if op is None else gmem[row][written] ^ src).tobytes()
+    assert out[row][~written].tobytes() == gmem[row][~written].tobytes()
+    assert out[:row].tobytes() == gmem[:row].tobytes()
+
+
+@pytest.mark.parametrize("coords", [(-8, 0), (0, -1)])
+def test_stores_and_reductions_refuse_a_negative_start(coords):
+    spec = TensorMapSpec(dtype="f16", dims=(16, 8), strides=(32,), box=(8, 8))
+    gmem, smem = np.zeros((8, 16), np.float16), bytes(128)
+    with pytest.raises(ValueError, match="non-negative"):
+        ref.store_box(spec, gmem, coords, smem)
+    with pytest.raises(ValueError, match="non-negative"):
+        ref.reduce_box(spec, gmem, coords, smem, "add")
+    assert ref.store_box(spec, gmem, (8, 4), smem).shape == (8, 16)
 
 
 def test_store_needs_a_whole_box_of_shared_memory():
@@ -362,7 +495,7 @@ def test_im2col_nan_fill_and_swizzle():
     smem = ref.load_im2col(spec, gmem, (0, -2, 0), (0,))
     assert ref.smem_layout(spec) == (1024, 128) and ref.tx_bytes(spec) == 256
     rows = ref.unswizzle_bytes(smem, "128B").reshape(8, 128)[:, :32].copy().view(np.uint32)
-    assert rows[:2].ravel().tolist() == [0x7FFFFFFF] * 16
+    assert rows[:2].ravel().tolist() == [0x7FF77FF7] * 16
     assert rows[2:6].view(np.float32).ravel().tolist() == [1.0] * 32
 
 
