@@ -33,12 +33,21 @@ def _tx(what, v):
     return v
 
 
-def _sem_req(sem, scope, base=(7, 8)) -> Req:
+def _sem_req(sem, base=(7, 8)) -> Req:
     if sem == "relaxed":
         return Req((8, 6))
-    if sem is not None or scope is not None:
+    if sem is not None:
         return Req(max(base, (8, 0)))
     return Req(base)
+
+
+def _sem_scope(what, sem, scope, sems) -> None:
+    """.sem and .scope come together (ptxas: '.release requires scope', '.cta requires order')."""
+    choice(f"{what} sem", sem, sems)
+    choice(f"{what} scope", scope, SCOPE)
+    if (sem is None) != (scope is None):
+        raise DSLError(f"{what}: sem={sem!r}, scope={scope!r}: PTX takes .sem and .scope together; "
+                       f"give both or neither")
 
 
 @dataclass(eq=False)
@@ -77,10 +86,10 @@ class MbarrierInval(Op):
 
 @dataclass(eq=False)
 class MbarrierArrive(Op):
-    """mbarrier.arrive / arrive_drop {.expect_tx | .noComplete}{.sem}{.scope}{.space}.b64 state, [addr]{, count | txCount}.
+    """mbarrier.arrive / arrive_drop {.expect_tx | .noComplete}{.sem.scope}{.space}.b64 state, [addr]{, count | txCount}.
 
-    `tx` set makes it the .expect_tx form (txCount replaces count). A shared::cluster barrier takes
-    the sink `_` as destination.
+    `tx` set makes it the .expect_tx form (txCount replaces count). A shared::cluster (remote) barrier
+    takes the sink `_` as destination and cluster scope.
     """
 
     addr: object
@@ -94,13 +103,8 @@ class MbarrierArrive(Op):
     no_complete: bool = False
 
     def __post_init__(self):
-        choice(f"{self.base} sem", self.sem, ARRIVE_SEM)
-        choice(f"{self.base} scope", self.scope, SCOPE)
+        _sem_scope(self.base, self.sem, self.scope, ARRIVE_SEM)
         choice(f"{self.base} space", self.space, ANY_SPACE)
-        self.addr = memory(f"{self.base} address", self.addr, self.space)
-        if self.space == "shared::cluster" and isinstance(self.dst, Reg):
-            raise DSLError(f"{self.base}.shared::cluster: the destination must be the sink '_', got {self.dst.name}")
-        self.dst = dest(f"{self.base} state", self.dst, b64, sink=True)
         if self.tx is not None and self.count is not None:
             raise DSLError(f"{self.base}.expect_tx takes a transaction count, not an arrival count")
         if self.no_complete:
@@ -109,6 +113,15 @@ class MbarrierArrive(Op):
             choice(f"{self.base}.noComplete sem", self.sem, {None, "release"})
             choice(f"{self.base}.noComplete scope", self.scope, {None, "cta"})
             choice(f"{self.base}.noComplete space", self.space, LOCAL_SPACES)
+        if self.space == "shared::cluster":
+            if isinstance(self.dst, Reg):
+                raise DSLError(f"{self.base}.shared::cluster: the destination must be the sink '_', "
+                               f"got {self.dst.name}")
+            if self.scope != "cluster":
+                raise DSLError(f"{self.base}.shared::cluster: a remote arrive needs scope='cluster' (and sem=), "
+                               f"got scope={self.scope!r}")
+        self.addr = memory(f"{self.base} address", self.addr, self.space)
+        self.dst = dest(f"{self.base} state", self.dst, b64, sink=True)
         if self.count is not None:
             self.count = _count(f"{self.base} count", self.count)
         if self.tx is not None:
@@ -130,12 +143,12 @@ class MbarrierArrive(Op):
 
     def requires(self) -> Req:
         base = (8, 0) if (self.tx is not None or self.space == "shared::cluster") else (7, 8)
-        return _sem_req(self.sem, self.scope, base)
+        return _sem_req(self.sem, base)
 
 
 @dataclass(eq=False)
 class MbarrierExpectTx(Op):
-    """mbarrier.expect_tx / complete_tx{.relaxed}{.scope}{.space}.b64 [addr], txCount (no arrival)."""
+    """mbarrier.expect_tx / complete_tx{.relaxed.scope}{.space}.b64 [addr], txCount (no arrival; space '' = generic)."""
 
     addr: object
     tx: object
@@ -145,9 +158,8 @@ class MbarrierExpectTx(Op):
     complete: bool = False
 
     def __post_init__(self):
-        choice(f"{self.mnemonic} sem", self.sem, {None, "relaxed"})
-        choice(f"{self.mnemonic} scope", self.scope, SCOPE)
-        choice(f"{self.mnemonic} space", self.space, {"shared::cta", "shared", "shared::cluster"})
+        _sem_scope(self.mnemonic, self.sem, self.scope, {None, "relaxed"})
+        choice(f"{self.mnemonic} space", self.space, ANY_SPACE)
         self.addr = memory(f"{self.mnemonic} address", self.addr, self.space)
         self.tx = _tx(f"{self.mnemonic} tx", self.tx)
 
@@ -159,12 +171,12 @@ class MbarrierExpectTx(Op):
         return f"{join(self.mnemonic, self.sem, self.scope, self.space, 'b64')} {ops(self.addr, self.tx)}"
 
     def requires(self) -> Req:
-        return Req((8, 6)) if self.sem == "relaxed" else Req((8, 0))
+        return Req((8, 0))
 
 
 @dataclass(eq=False)
 class MbarrierWait(Op):
-    """mbarrier.test_wait / try_wait{.parity}{.sem}{.scope}{.space}.b64 p, [addr], state|parity{, hint}.
+    """mbarrier.test_wait / try_wait{.parity}{.sem.scope}{.space}.b64 p, [addr], state|parity{, hint}.
 
     With `parity` set the operand is the phase parity (0/1 or a .b32 register); otherwise `state`,
     the .b64 token an arrive returned.
@@ -182,8 +194,7 @@ class MbarrierWait(Op):
 
     def __post_init__(self):
         choice("mbarrier wait kind", self.kind, {"try_wait", "test_wait"})
-        choice(f"{self.mnemonic} sem", self.sem, WAIT_SEM)
-        choice(f"{self.mnemonic} scope", self.scope, SCOPE)
+        _sem_scope(self.mnemonic, self.sem, self.scope, WAIT_SEM)
         if self.space == "shared::cluster":
             raise DSLError(f"{self.mnemonic}: waits take only a local barrier; space='shared::cluster' is not allowed")
         choice(f"{self.mnemonic} space", self.space, LOCAL_SPACES)
@@ -212,7 +223,7 @@ class MbarrierWait(Op):
         return f"{join(self.mnemonic, self.sem, self.scope, self.space, 'b64')} {ops(self.dst, self.addr, *tail)}"
 
     def requires(self) -> Req:
-        return _sem_req(self.sem, self.scope)
+        return _sem_req(self.sem)
 
 
 @dataclass(eq=False)

@@ -158,6 +158,28 @@ def _check_cluster(function: Function, grid, cluster) -> None:
                               rule="launch.cluster-grid")
 
 
+def max_active_clusters(function: Function, *, grid, block, cluster, shared_bytes: int = 0) -> int:
+    """How many clusters of this shape the device can run at once with this kernel, block and dynamic shared
+    memory (cuOccupancyMaxActiveClusters); 0 means it cannot schedule even one. A non-portable shape (more
+    than 8 CTAs) needs set_non_portable_cluster_size_allowed() first."""
+    grid, block, cluster = _dims(grid, "grid"), _dims(block, "block"), _dims(cluster, "cluster")
+    config = _cluster_config(grid, block, int(shared_bytes), _stream(None), cluster)
+    function.device.set_current()
+    return int(call(driver.cuOccupancyMaxActiveClusters, function.handle, config))
+
+
+def _check_cluster_fits(function: Function, grid, block, cluster, shared_bytes) -> None:
+    """A non-portable cluster the device cannot co-schedule is a LaunchError, not a hung or failed launch."""
+    if math.prod(cluster) <= PORTABLE_CLUSTER:
+        return
+    n = max_active_clusters(function, grid=grid, block=block, cluster=cluster, shared_bytes=shared_bytes)
+    if n < 1:
+        raise LaunchError(f"cluster={cluster} breaks 'the device can co-schedule one cluster of "
+                          f"{math.prod(cluster)} CTAs of kernel {function.name!r} with block={block} and "
+                          f"{shared_bytes} bytes of dynamic shared memory' (cuOccupancyMaxActiveClusters: 0)",
+                          rule="launch.cluster-occupancy")
+
+
 def _stream(stream) -> driver.CUstream:
     """A CUstream from None (the default stream), a CUstream, an int handle or a __cuda_stream__ object."""
     if stream is None:
@@ -197,6 +219,7 @@ def _prepare(function: Function, params, args, grid, block, shared_bytes, cluste
     if cluster is not None:
         cluster = _dims(cluster, "cluster")
         _check_cluster(function, grid, cluster)
+        _check_cluster_fits(function, grid, block, cluster, int(shared_bytes))
     return packed, grid, block, cluster
 
 

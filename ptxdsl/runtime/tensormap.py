@@ -1,16 +1,20 @@
-"""Encode a TensorMapSpec into a 128-byte CUtensorMap (cuTensorMapEncodeTiled / cuTensorMapEncodeIm2col)."""
+"""Encode a TensorMapSpec into a 128-byte CUtensorMap (cuTensorMapEncodeTiled / cuTensorMapEncodeIm2col), and
+place an encoded map in device memory for kernels that edit it in place (tensormap.replace)."""
 from __future__ import annotations
 
 import ctypes
 
+import numpy as np
 from cuda.bindings import driver
 
 from ..errors import TensorMapError
 from ..tensormap import DTYPES, INTERLEAVE, L2_PROMOTION, OOB_FILL, SWIZZLE, SWIZZLE_MIN_CC, TensorMapSpec
 from .device import Device, current_device
 from .driver import call
+from .memory import DeviceArray
 
 TENSORMAP_BYTES = 128
+DEVICE_ALIGN = 128          # what tensormap.cp_fenceproxy / tensormap.replace want of a global map
 
 
 def encode(spec: TensorMapSpec, device: Device | None = None) -> driver.CUtensorMap:
@@ -60,3 +64,20 @@ def _encode(spec: TensorMapSpec) -> driver.CUtensorMap:
 def tensormap_bytes(tmap: driver.CUtensorMap) -> bytes:
     """The 128 raw bytes of an encoded map (for copying it into device memory)."""
     return ctypes.string_at(tmap.getPtr(), TENSORMAP_BYTES)
+
+
+def to_device(tmap) -> DeviceArray:
+    """A 128-byte, 128-byte-aligned device buffer holding an encoded map (a TensorMapSpec is encoded first):
+    the global slot a kernel rewrites with tensormap.replace / tensormap.cp_fenceproxy and then uses as
+    `TensorMapRef(generic address)`. Its `.ptr` is also what a `param_ptr` argument takes."""
+    if isinstance(tmap, TensorMapSpec):
+        tmap = encode(tmap)
+    if not isinstance(tmap, driver.CUtensorMap):
+        raise TensorMapError(f"tmap={tmap!r} breaks 'to_device takes a TensorMapSpec or an encoded CUtensorMap'",
+                             rule="tensormap.to-device")
+    raw = np.frombuffer(tensormap_bytes(tmap), np.uint8)
+    buf = DeviceArray.to_device(raw)
+    if buf.ptr % DEVICE_ALIGN:
+        raise TensorMapError(f"device buffer {buf.ptr:#x} breaks 'a device tensor map is {DEVICE_ALIGN}-byte "
+                             f"aligned'", rule="tensormap.to-device")
+    return buf
