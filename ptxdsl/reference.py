@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .isa.bulk import REDUCE_TYPES as TENSOR_REDUCE_TYPES
 from .tensormap import INNER_ELEMENT_STRIDE_APPLIES, SWIZZLE_SPAN, TensorMapSpec
 from .types import scalar_type, to_numpy
 
@@ -51,18 +52,8 @@ REDUCE_NAN: dict[int, int] = {2: 0x7FFF, 4: 0x7FFFFFFF}
 # Address bits 4-6 XORed with bits 7-9 (CuTe Swizzle<1|2|3, 4, 3>).
 SWIZZLE_MASK: dict[str, int] = {"none": 0, "32B": 0x10, "64B": 0x30, "128B": 0x70}
 
-# Element types each cp.reduce.async.bulk.tensor operation accepts: the PTX ISA type table, less s64
-# for and/or/xor, which died with an illegal instruction on the H200 (a u64 map moves the same bits).
-REDUCE_TYPES: dict[str, frozenset[str]] = {
-    "add": frozenset({"u32", "s32", "u64", "f32", "f16", "bf16"}),
-    "min": frozenset({"u32", "s32", "s64", "f16", "bf16"}),
-    "max": frozenset({"u32", "s32", "s64", "f16", "bf16"}),
-    "inc": frozenset({"u32"}),
-    "dec": frozenset({"u32"}),
-    "and": frozenset({"u32", "s32", "u64"}),
-    "or": frozenset({"u32", "s32", "u64"}),
-    "xor": frozenset({"u32", "s32", "u64"}),
-}
+# Element types each cp.reduce.async.bulk.tensor operation accepts: one table, kept with the op.
+REDUCE_TYPES = TENSOR_REDUCE_TYPES
 
 # Largest im2col offset per tensor rank (PTX ISA "im2col mode: Bounding Box").
 IM2COL_OFFSET_MAX = {3: (1 << 16) - 1, 4: (1 << 8) - 1, 5: (1 << 5) - 1}

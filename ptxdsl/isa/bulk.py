@@ -26,8 +26,9 @@ REDUCE_TYPES = {
     "min": frozenset({"u32", "s32", "s64", "f16", "bf16"}),
     "max": frozenset({"u32", "s32", "s64", "f16", "bf16"}),
     "inc": frozenset({"u32"}), "dec": frozenset({"u32"}),
-    "and": frozenset({"u32", "s32", "u64", "s64"}), "or": frozenset({"u32", "s32", "u64", "s64"}),
-    "xor": frozenset({"u32", "s32", "u64", "s64"}),
+    # s64 and/or/xor: listed by the PTX ISA, but an illegal instruction on the H200 (u64 works).
+    "and": frozenset({"u32", "s32", "u64"}), "or": frozenset({"u32", "s32", "u64"}),
+    "xor": frozenset({"u32", "s32", "u64"}),
 }
 MBAR_COMPLETE = "mbarrier::complete_tx::bytes"
 # .multicast::cluster assembles for plain sm_90 too, but PTX tunes it for the a/f targets and CCCL
