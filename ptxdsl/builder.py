@@ -21,7 +21,7 @@ from . import sreg as _sreg
 from .errors import DSLError, PtxdslError, SourceLoc
 from .ir import (MAX_SHARED_PER_BLOCK, If, Instr, Kernel, Label, LabelStmt, Loop, Module, Param, PredNot, Reg,
                  SharedAlloc, TensorMapRef, WaitLoop, is_pow2, operand_type)
-from .isa import bulk, cluster, core, fence, mbarrier
+from .isa import bulk, cluster, control, core, fence, mbarrier, policy, tensormap
 from .types import ScalarType, b64, pred, scalar_type, u32, u64
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -48,6 +48,7 @@ class KernelBuilder:
     def __init__(self, name: str, *, arch: str | None = None, ptx=None, debug: bool = False, loc=None,
                  **directives):
         self._loc_override: SourceLoc | None = None
+        self._allow: frozenset = frozenset()
         loc = loc or SourceLoc.caller()
         if not _IDENT.match(name or ""):
             raise DSLError(f"kernel name {name!r} is not a PTX identifier", loc)
@@ -78,7 +79,27 @@ class KernelBuilder:
         finally:
             self._loc_override = prev
 
+    def allow(self, *rules: str):
+        """`with k.allow("expect-tx-mismatch"):` the verifier drops those rules' findings at the
+        instructions built inside the block (a deliberate exception, e.g. a planted bug)."""
+        from .verify import RULES
+
+        for r in rules:
+            if r not in RULES:
+                raise DSLError(f"allow({r!r}): no such verifier rule; expected one of {', '.join(RULES)}", self._loc())
+        return self._allowing(frozenset(rules))
+
+    @contextmanager
+    def _allowing(self, rules: frozenset):
+        prev, self._allow = self._allow, self._allow | rules
+        try:
+            yield
+        finally:
+            self._allow = prev
+
     def _append(self, stmt):
+        if self._allow and isinstance(stmt, (Instr, WaitLoop)):
+            stmt.allow = self._allow
         self._blocks[-1].append(stmt)
         self._last_if = stmt if isinstance(stmt, If) else None
 
@@ -529,6 +550,13 @@ class KernelBuilder:
         return self._arrive(bar, state, count=count, sem=sem, scope=scope, space=space, drop=True)
 
     @_located
+    def mbarrier_arrive_drop_no_complete(self, bar, count, *, sem=None, scope=None, space="shared::cta",
+                                         state=True):
+        """mbarrier.arrive_drop.noComplete{.release.cta}.shared::cta.b64 state, [bar], count."""
+        return self._arrive(bar, state, count=count, sem=sem, scope=scope, space=space, drop=True,
+                            no_complete=True)
+
+    @_located
     def mbarrier_arrive_expect_tx(self, bar, tx, *, sem=None, scope=None, space="shared::cta", state=False):
         """mbarrier.arrive.expect_tx{.sem}{.scope}{.space}.b64 state|_, [bar], tx."""
         return self._arrive(bar, state, tx=tx, sem=sem, scope=scope, space=space)
@@ -574,7 +602,7 @@ class KernelBuilder:
             raise DSLError("mbarrier_wait inside a guard() block: use if_ instead")
         node = WaitLoop(op, self._loc(), site=len(self.kernel.wait_sites))
         if self.kernel.debug:
-            node.debug_regs = (self.kernel.new_reg(u32), self.kernel.new_reg(pred), self.kernel.new_reg(u64))
+            node.debug_regs = (self.kernel.new_reg(u64), self.kernel.new_reg(u64), self.kernel.new_reg(pred))
         self.kernel.wait_sites.append(node)
         self._append(node)
 
@@ -651,6 +679,28 @@ class KernelBuilder:
         self._insert(bulk.CpAsyncBulkPrefetchTensor(tmap, tuple(coords), mode, im2col, cache_hint))
 
     @_located
+    def cp_async_bulk(self, dst, src, size, *, dst_space: str, src_space: str, mbar=None, multicast=None,
+                      cache_hint=None, byte_mask=None) -> None:
+        """cp.async.bulk.dst_space.src_space: copy `size` bytes (a multiple of 16). The direction is the
+        (dst_space, src_space) pair, spelled as in PTX: ('shared::cta', 'global') and ('shared::cluster',
+        'global' | 'shared::cta') complete on `mbar`; ('global', 'shared::cta') through bulk groups.
+        multicast= is a 16-bit CTA mask (global -> shared::cluster); byte_mask= is .cp_mask (sm_100+)."""
+        self._insert(bulk.CpAsyncBulk(dst, src, size, dst_space, src_space, mbar, multicast, cache_hint,
+                                      byte_mask))
+
+    @_located
+    def cp_reduce_async_bulk(self, op: str, dst, src, size, *, type, dst_space: str, mbar=None,
+                             noftz: bool = False, cache_hint=None) -> None:
+        """cp.reduce.async.bulk.dst_space.shared::cta.op{.noftz}.type: reduce `size` bytes of the shared
+        buffer `src` into `dst` (dst_space 'global' through bulk groups, 'shared::cluster' on `mbar`)."""
+        self._insert(bulk.CpReduceAsyncBulk(op, type, dst, src, size, dst_space, mbar, noftz, cache_hint))
+
+    @_located
+    def cp_async_bulk_prefetch(self, src, size, *, cache_hint=None) -> None:
+        """cp.async.bulk.prefetch.L2.global [src], size: prefetch `size` bytes of global memory into L2."""
+        self._insert(bulk.CpAsyncBulkPrefetch(src, size, cache_hint))
+
+    @_located
     def cp_async_bulk_commit_group(self) -> None:
         """cp.async.bulk.commit_group."""
         self._insert(bulk.CpAsyncBulkCommitGroup())
@@ -686,18 +736,101 @@ class KernelBuilder:
         self._insert(cluster.BarrierCluster("wait", sem, aligned))
 
     @_located
-    def mapa(self, addr, rank, *, out=None) -> Reg:
-        """mapa.shared::cluster.u32 d, addr, rank: addr's location in CTA `rank` of the cluster."""
-        d = self._reg(u32, out, space="shared::cluster")
-        self._insert(cluster.Mapa(d, addr, rank))
+    def mapa(self, addr, rank, *, space: str = "shared::cluster", out=None) -> Reg:
+        """mapa.shared::cluster.{u32|u64} d, addr, rank: addr's location in CTA `rank` of the cluster
+        (space='' is the generic mapa.u64 form; the width follows addr)."""
+        wide = isinstance(addr, Reg) and addr.type.bits == 64
+        d = self._reg(u64 if wide else u32, out, space=space or None)
+        self._insert(cluster.Mapa(d, addr, rank, space))
         return d
 
     @_located
-    def getctarank(self, addr, *, out=None) -> Reg:
-        """getctarank.shared::cluster.u32 d, addr."""
+    def getctarank(self, addr, *, space: str = "shared::cluster", out=None) -> Reg:
+        """getctarank{.shared::cluster}.{u32|u64} d, addr (space='' is the generic .u64 form)."""
         d = self._reg(u32, out)
-        self._insert(cluster.Getctarank(d, addr))
+        self._insert(cluster.Getctarank(d, addr, space))
         return d
+
+    @_located
+    def st_async(self, type, addr, value, mbar) -> None:
+        """st.async.shared::cluster.mbarrier::complete_tx::bytes{.v2|.v4}.type [addr], value, [mbar]: store
+        into a peer CTA's shared memory and complete-tx the bytes on its mbarrier (a tuple stores a vector)."""
+        self._insert(cluster.StAsync(type, addr, value, mbar))
+
+    @_located
+    def red_async(self, op: str, type, addr, value, mbar) -> None:
+        """red.async.relaxed.cluster.shared::cluster.mbarrier::complete_tx::bytes.op.type [addr], value, [mbar]."""
+        self._insert(cluster.RedAsync(op, type, addr, value, mbar))
+
+    # ------------------------------------------------------------------ execution control
+
+    @_located
+    def griddepcontrol_launch_dependents(self) -> None:
+        """griddepcontrol.launch_dependents: the dependent grid may start launching."""
+        self._insert(control.Griddepcontrol("launch_dependents"))
+
+    @_located
+    def griddepcontrol_wait(self) -> None:
+        """griddepcontrol.wait: wait for the prerequisite grids and see their memory."""
+        self._insert(control.Griddepcontrol("wait"))
+
+    @_located
+    def setmaxnreg_inc(self, n: int) -> None:
+        """setmaxnreg.inc.sync.aligned.u32 n (warpgroup-collective)."""
+        self._insert(control.Setmaxnreg("inc", n))
+
+    @_located
+    def setmaxnreg_dec(self, n: int) -> None:
+        """setmaxnreg.dec.sync.aligned.u32 n (warpgroup-collective)."""
+        self._insert(control.Setmaxnreg("dec", n))
+
+    # --------------------------------------------------------------------------- policies
+
+    @_located
+    def createpolicy_fractional(self, primary: str = "L2::evict_last", secondary=None, fraction=None, *,
+                                out=None) -> Reg:
+        """createpolicy.fractional.primary{.secondary}.b64 policy{, fraction} -> the .b64 policy register
+        (levels spelled as in PTX: 'L2::evict_last', 'L2::evict_first', ...)."""
+        d = self._reg(b64, out)
+        self._insert(policy.CreatepolicyFractional(d, primary, secondary, fraction))
+        return d
+
+    @_located
+    def createpolicy_range(self, addr, primary_size, total_size, *, primary: str = "L2::evict_last",
+                           secondary=None, space: str = "global", out=None) -> Reg:
+        """createpolicy.range{.global}.primary{.secondary}.b64 policy, [addr], primary_size, total_size."""
+        d = self._reg(b64, out)
+        self._insert(policy.CreatepolicyRange(d, addr, primary_size, total_size, primary, secondary, space))
+        return d
+
+    @_located
+    def createpolicy_cvt(self, access_property, *, out=None) -> Reg:
+        """createpolicy.cvt.L2.b64 policy, access_property."""
+        d = self._reg(b64, out)
+        self._insert(policy.CreatepolicyCvt(d, access_property))
+        return d
+
+    # -------------------------------------------------------------------------- tensor maps
+
+    @_located
+    def tensormap_replace(self, addr, field: str, new_val, *, ord=None, space=None, mode: str = "tile") -> None:
+        """tensormap.replace.tile.field{.space}.b1024.type [addr], {ord,} new_val. `space` defaults to the
+        address's: a shared buffer -> 'shared::cta', a global register -> 'global', else '' (generic).
+        rank takes rank-1; field3 values (elemtype, swizzle_mode, ...) are immediates or names."""
+        space = tensormap.infer_space(addr) if space is None else space
+        self._insert(tensormap.TensormapReplace(field, addr, new_val, ord, space, mode))
+
+    @_located
+    def tensormap_cp_fenceproxy(self, dst, src, *, scope: str = "gpu") -> None:
+        """tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.scope.sync.aligned
+        [dst], [src], 128: publish the shared copy `src` to the global map `dst` (run by a whole warp)."""
+        self._insert(tensormap.TensormapCpFenceproxy(dst, src, scope))
+
+    @_located
+    def prefetch_tensormap(self, tmap, *, space: str = "") -> None:
+        """prefetch{.param|.const}.tensormap [tmap]: a tensor-map param or generic address ('' default),
+        the param symbol (space='param') or a .const address (space='const')."""
+        self._insert(tensormap.PrefetchTensormap(tmap, space))
 
     # ------------------------------------------------------------------------------ helpers
 
@@ -770,7 +903,8 @@ def _check_directives(d: dict) -> dict:
 def kernel(name: str, **kw) -> KernelBuilder:
     """Start a kernel: `with ptxdsl.kernel("name", reqntid=128) as k:`.
 
-    Options: arch / ptx pin .target / .version; debug=True bounds every wait loop; directives
+    Options: arch / ptx pin .target / .version; debug=True (or a timeout in seconds) bounds every
+    wait loop; directives
     reqntid, maxntid, minnctapersm, maxnreg, reqnctapercluster, explicitcluster, maxclusterrank.
     """
     return KernelBuilder(name, loc=SourceLoc.caller(), **kw)

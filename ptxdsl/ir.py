@@ -211,6 +211,7 @@ class Instr:
     op: object
     guard: Reg | PredNot | None = None
     loc: SourceLoc | None = None
+    allow: frozenset = frozenset()  # verifier rules silenced here (KernelBuilder.allow)
 
 
 @dataclass(eq=False)
@@ -250,8 +251,9 @@ class WaitLoop:
 
     op: object                  # an MbarrierTryWait / MbarrierTestWait whose dst is `done`
     loc: SourceLoc | None = None
-    debug_regs: tuple = ()      # (spin counter .b32, compare pred) allocated when the kernel is in debug mode
+    debug_regs: tuple = ()      # (start .u64, elapsed .u64, in-time pred) allocated when the kernel is in debug mode
     site: int = 0               # index of this wait in the kernel (debug reports)
+    allow: frozenset = frozenset()  # verifier rules silenced here (KernelBuilder.allow)
 
 
 # --------------------------------------------------------------------------------------- kernels
@@ -272,7 +274,7 @@ class Kernel:
     reg_counts: dict = field(default_factory=lambda: {1: 0, 16: 0, 32: 0, 64: 0})
     arch: str | None = None
     ptx: object = None
-    debug: bool = False
+    debug: bool | float = False     # True, or the seconds a debug-mode wait spins before it traps
     loc: SourceLoc | None = None
     wait_sites: list = field(default_factory=list)    # WaitLoop objects in build order (debug reports)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ctypes
 
-from .emit import PTX, emit
+from .emit import PTX, STATE_WAIT, emit
 from .errors import CudaError, KernelTrap
 
 DEBUG_RECORD_BYTES = 16
@@ -61,8 +61,9 @@ class Launcher:
             launch(self.function, info.params, args, grid=grid, block=block, shared_bytes=shared,
                    cluster=cluster, stream=stream, sync=sync or info.debug)
         except CudaError as e:
-            if record is not None and record.site:
-                raise record.trap(info) from e
+            trap = record.trap(info) if record is not None else None
+            if trap is not None:
+                raise trap from e
             raise
         finally:
             if record is not None:
@@ -97,12 +98,16 @@ class _DebugRecord:
     def site(self) -> int:
         return int(self._words()[0])
 
-    def trap(self, info) -> KernelTrap:
+    def trap(self, info) -> KernelTrap | None:
+        """The exception for the wait that gave up, or None when the record names no wait of this kernel."""
         site, parity = self.site, int(self._words()[1])
-        loc, bar, _ = info.wait_sites[site - 1]
-        return KernelTrap(f"kernel {info.name!r} gave up waiting on mbarrier {bar!r} for phase parity {parity} "
-                          f"(debug mode): the phase never completed; check its arrival count and expect_tx bytes",
-                          loc, rule="debug-watchdog")
+        if not 1 <= site <= len(info.wait_sites):
+            return None
+        loc, bar, operand = info.wait_sites[site - 1]
+        phase = f"the phase of state token {operand}" if parity == STATE_WAIT else f"phase parity {parity}"
+        return KernelTrap(f"kernel {info.name!r} gave up waiting on mbarrier {bar!r} for {phase} (debug mode): "
+                          f"the phase never completed; check its arrival count and expect_tx bytes (the CUDA "
+                          f"context is unusable after the trap)", loc, rule="debug-watchdog")
 
     def free(self):
         from cuda.bindings import driver

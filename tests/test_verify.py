@@ -1,0 +1,883 @@
+"""The verifier: every rule rejects a minimal bad kernel (the error names the rule and the bad line) and
+accepts the fixed one; the seed examples pass clean; Hypothesis mutates correct generated kernels (drop a
+fence, change a byte count, flip a parity, move a wait, ...) and every mutation is flagged; debug mode
+costs nothing when off."""
+import inspect
+import os
+import re
+from contextlib import contextmanager
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+import ptxdsl as px
+from ptxdsl import sreg, verify
+from ptxdsl.cli import load_kernels
+from ptxdsl.reference import smem_layout, tx_bytes
+from ptxdsl.verify import RULES, check, format_diagnostics
+
+HERE = os.path.basename(__file__)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SPEC = px.TensorMapSpec.tiled_for((256, 512), "bf16", (64, 64))      # one box = 8192 bytes
+BOX = tx_bytes(SPEC)
+SWIZZLED = px.TensorMapSpec.tiled_for((128, 128), "f32", (32, 32), swizzle="128B")
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+def setup(k, spec=SPEC, align=128, nbytes=BOX):
+    """A tensor-map param, a tile, one mbarrier, and the predicate tid == 0."""
+    src = k.param_tensormap("src", spec)
+    tile = k.shared("tile", nbytes, align=align)
+    bar = k.mbarrier("bar")
+    tid = k.tid_x()
+    return src, tile, bar, tid, k.setp("eq", tid, 0)
+
+
+def init(k, bar, t0):
+    with k.if_(t0):
+        k.mbarrier_init(bar, 1)
+        k.fence_mbarrier_init()
+    k.bar_sync(0)
+
+
+def load(k, src, tile, bar, t0, coords=(0, 0), tx=BOX):
+    with k.if_(t0):
+        k.mbarrier_arrive_expect_tx(bar, tx)
+        k.cp_async_bulk_tensor(tile, src, coords, mbar=bar)
+
+
+def each_thread(k, tile, tid):
+    """The 4-byte slot of `tile` this thread owns."""
+    return k.add(k.mov(tile), k.shl(tid, 2))
+
+
+def tmap_edit(k):
+    """A global tensor-map slot (its global and generic address), a 128-byte aligned shared working copy,
+    and the warp-0 predicate."""
+    gslot = k.param_ptr("gmap")
+    tms = k.shared("tms", 128, align=128)
+    warp0 = k.setp("eq", k.warp_idx(), 0)
+    return gslot, k.cvta(gslot, "global"), tms, warp0
+
+
+# ------------------------------------------------------------------- one bad/fixed pair per rule
+
+def uninit_bad(k):
+    src, tile, bar, tid, t0 = setup(k)
+    with k.if_(t0):
+        k.mbarrier_arrive_expect_tx(bar, BOX)
+        k.cp_async_bulk_tensor(tile, src, (0, 0), mbar=bar)  # BAD
+    k.mbarrier_wait(bar, parity=0)
+
+
+def uninit_good(k):
+    src, tile, bar, tid, t0 = setup(k)
+    init(k, bar, t0)
+    load(k, src, tile, bar, t0)
+    k.mbarrier_wait(bar, parity=0)
+
+
+def init_fence_bad(k):
+    src, tile, bar, tid, t0 = setup(k)
+    with k.if_(t0):
+        k.mbarrier_init(bar, 1)
+    k.bar_sync(0)
+    with k.if_(t0):
+        k.mbarrier_arrive_expect_tx(bar, BOX)
+        k.cp_async_bulk_tensor(tile, src, (0, 0), mbar=bar)  # BAD
+    k.mbarrier_wait(bar, parity=0)
+
+
+def expect_bad(k):
+    src, tile, bar, tid, t0 = setup(k)
+    init(k, bar, t0)
+    with k.if_(t0):
+        k.mbarrier_arrive_expect_tx(bar, BOX + 16)  # BAD
+        k.cp_async_bulk_tensor(tile, src, (0, 0), mbar=bar)
+    k.mbarrier_wait(bar, parity=0)
+
+
+def tx_range_bad(k, each=600_000):
+    bar = k.mbarrier("bar")
+    with k.if_(k.setp("eq", k.tid_x(), 0)):
+        k.mbarrier_init(bar, 1)
+        k.mbarrier_expect_tx(bar, each)
+        k.mbarrier_arrive_expect_tx(bar, each)  # BAD
+        k.mbarrier_complete_tx(bar, each)
+        k.mbarrier_complete_tx(bar, each)
+        k.mbarrier_wait(bar, parity=0)
+
+
+def phase_bad(k, second=0):
+    src, tile, bar, tid, t0 = setup(k)
+    init(k, bar, t0)
+    load(k, src, tile, bar, t0)
+    k.mbarrier_wait(bar, parity=0)
+    k.bar_sync(0)
+    load(k, src, tile, bar, t0, coords=(64, 0))
+    k.mbarrier_wait(bar, parity=second)  # BAD
+
+
+def loop_bad(k, flip=False):
+    src, tile, bar, tid, t0 = setup(k)
+    init(k, bar, t0)
+    phase = k.mov(0, px.u32)
+    with k.loop(0, 4) as i:
+        load(k, src, tile, bar, t0, coords=(0, k.shl(i, 6)))
+        k.mbarrier_wait(bar, parity=phase)  # BAD
+        if flip:
+            k.xor(phase, 1, out=phase)
+        k.bar_sync(0)
+
+
+def wait_first_bad(k):
+    src, tile, bar, tid, t0 = setup(k)
+    init(k, bar, t0)
+    k.mbarrier_wait(bar, parity=0)  # BAD
+    load(k, src, tile, bar, t0)
+    k.mbarrier_wait(bar, parity=1)
+
+
+def wait_first_good(k):
+    src, tile, bar, tid, t0 = setup(k)
+    init(k, bar, t0)
+    load(k, src, tile, bar, t0)
+    k.mbarrier_wait(bar, parity=0)
+
+
+def proxy_fence_bad(k, fence=False):
+    dst = k.param_tensormap("dst", SPEC)
+    tile = k.shared("tile", BOX, align=128)
+    tid = k.tid_x()
+    k.st(px.u32, each_thread(k, tile, tid), tid, space="shared::cta")
+    if fence:
+        k.fence_proxy_async("shared::cta")
+    k.bar_sync(0)
+    with k.if_(k.setp("eq", tid, 0)):
+        k.cp_async_bulk_tensor(dst, tile, (0, 0))  # BAD
+        k.cp_async_bulk_commit_group()
+        k.cp_async_bulk_wait_group_read(0)
+
+
+def load_race_bad(k):
+    src, tile, bar, tid, t0 = setup(k)
+    init(k, bar, t0)
+    load(k, src, tile, bar, t0)
+    k.st(px.u32, each_thread(k, tile, tid), tid, space="shared::cta")  # BAD
+    k.mbarrier_wait(bar, parity=0)
+
+
+def load_race_good(k):
+    src, tile, bar, tid, t0 = setup(k)
+    init(k, bar, t0)
+    load(k, src, tile, bar, t0)
+    k.mbarrier_wait(bar, parity=0)
+    k.st(px.u32, each_thread(k, tile, tid), tid, space="shared::cta")
+
+
+def group_pending_bad(k, wait_first=False):
+    dst = k.param_tensormap("dst", SPEC)
+    tile = k.shared("tile", BOX, align=128)
+    tid = k.tid_x()
+    t0 = k.setp("eq", tid, 0)
+    with k.if_(t0):
+        k.cp_async_bulk_tensor(dst, tile, (0, 0))
+        k.cp_async_bulk_commit_group()
+        if wait_first:
+            k.cp_async_bulk_wait_group_read(0)
+    k.bar_sync(0)
+    k.st(px.u32, each_thread(k, tile, tid), tid, space="shared::cta")  # BAD
+    with k.if_(t0):
+        k.cp_async_bulk_wait_group_read(0)
+
+
+def group_exit_bad(k, wait=False):
+    dst = k.param_tensormap("dst", SPEC)
+    tile = k.shared("tile", BOX, align=128)
+    with k.if_(k.setp("eq", k.tid_x(), 0)):
+        k.cp_async_bulk_tensor(dst, tile, (0, 0))  # BAD
+        k.cp_async_bulk_commit_group()
+        if wait:
+            k.cp_async_bulk_wait_group_read(0)
+
+
+def release_bad(k, publish=False):
+    gslot, gmap, tms, warp0 = tmap_edit(k)
+    tile, bar = k.shared("tile", BOX, align=128), k.mbarrier("bar")
+    with k.if_(warp0):
+        with k.elect_one():
+            k.tensormap_replace(tms, "global_address", k.param("base", px.u64))
+        if publish:
+            k.tensormap_cp_fenceproxy(gslot, tms)
+        k.fence_proxy_tensormap("acquire", "gpu", gmap)
+        with k.elect_one():
+            k.mbarrier_init(bar, 1)
+            k.fence_mbarrier_init()
+            k.mbarrier_arrive_expect_tx(bar, BOX)
+            k.cp_async_bulk_tensor(tile, px.TensorMapRef(gmap), (0, 0), mbar=bar)  # BAD
+            k.mbarrier_wait(bar, parity=0)
+
+
+def acquire_bad(k, acquire=False):
+    gslot, gmap, tms, warp0 = tmap_edit(k)
+    tile, bar = k.shared("tile", BOX, align=128), k.mbarrier("bar")
+    with k.if_(warp0):
+        with k.elect_one():
+            k.tensormap_replace(tms, "global_address", k.param("base", px.u64))
+        k.tensormap_cp_fenceproxy(gslot, tms)
+        if acquire:
+            k.fence_proxy_tensormap("acquire", "gpu", gmap)
+        with k.elect_one():
+            k.mbarrier_init(bar, 1)
+            k.fence_mbarrier_init()
+            k.mbarrier_arrive_expect_tx(bar, BOX)
+            k.cp_async_bulk_tensor(tile, px.TensorMapRef(gmap), (0, 0), mbar=bar)  # BAD
+            k.mbarrier_wait(bar, parity=0)
+
+
+def aligned_bad(k):
+    gslot, gmap, tms, warp0 = tmap_edit(k)
+    with k.if_(k.setp("eq", k.tid_x(), 0)):
+        k.tensormap_cp_fenceproxy(gslot, tms)  # BAD
+
+
+def aligned_good(k):
+    gslot, gmap, tms, warp0 = tmap_edit(k)
+    with k.if_(warp0):
+        k.tensormap_cp_fenceproxy(gslot, tms)
+
+
+def elect_bad(k, warp_uniform=False):
+    tid = k.tid_x()
+    first = k.setp("eq", k.warp_idx(), 0) if warp_uniform else k.setp("lt", tid, 16)
+    with k.if_(first):
+        k.elect_sync()  # BAD
+
+
+def barrier_bad(k, count=None):
+    with k.if_(k.setp("eq", k.warp_idx(), 0)):
+        k.bar_sync(1, count)  # BAD
+
+
+def swizzle_bad(k, align=128):
+    src, tile, bar, tid, t0 = setup(k, SWIZZLED, align, tx_bytes(SWIZZLED))
+    init(k, bar, t0)
+    with k.if_(t0):
+        k.mbarrier_arrive_expect_tx(bar, tx_bytes(SWIZZLED))
+        k.cp_async_bulk_tensor(tile, src, (0, 0), mbar=bar)  # BAD
+    k.mbarrier_wait(bar, parity=0)
+
+
+def bounds_bad(k, nbytes=BOX // 2):
+    src, tile, bar, tid, t0 = setup(k, nbytes=nbytes)
+    init(k, bar, t0)
+    with k.if_(t0):
+        k.mbarrier_arrive_expect_tx(bar, BOX)
+        k.cp_async_bulk_tensor(tile, src, (0, 0), mbar=bar)  # BAD
+    k.mbarrier_wait(bar, parity=0)
+
+
+def mbarrier_align_bad(k, offset=4):
+    bars = k.shared("bars", 16, align=8)
+    with k.elect_one():
+        k.mbarrier_init(bars.at(offset), 1)  # BAD
+
+
+def tensormap_align_bad(k, offset=64):
+    tms = k.shared("tms", 256, align=128)
+    with k.elect_one():
+        k.tensormap_replace(k.add(k.mov(tms), offset), "rank", 1, space="shared::cta")  # BAD
+
+
+def capacity_bad(k, dynamic=False):
+    k.shared("big", 50_000, dynamic=dynamic)  # BAD
+
+
+def multicast_bad(k, mask=0b101):
+    src, tile, bar, tid, t0 = setup(k)
+    with k.if_(t0):
+        k.mbarrier_init(bar, 1)
+        k.fence_mbarrier_init()
+    k.barrier_cluster_arrive()
+    k.barrier_cluster_wait()
+    with k.if_(t0):
+        k.mbarrier_arrive_expect_tx(bar, BOX)
+    with k.if_(k.and_(t0, k.setp("eq", k.mov(sreg.cluster_ctarank), 0))):
+        k.cp_async_bulk_tensor(tile, src, (0, 0), mbar=bar, multicast=mask)  # BAD
+    k.mbarrier_wait(bar, parity=0)
+    k.barrier_cluster_arrive()
+    k.barrier_cluster_wait()
+
+
+def coord_bad(k, offset=4):
+    src, tile, bar, tid, t0 = setup(k)
+    init(k, bar, t0)
+    x = k.add(k.mul(k.mov(sreg.ctaid_x), 64), offset)
+    with k.if_(t0):
+        k.mbarrier_arrive_expect_tx(bar, BOX)
+        k.cp_async_bulk_tensor(tile, src, (x, 0), mbar=bar)  # BAD
+    k.mbarrier_wait(bar, parity=0)
+
+
+def nothing(k):
+    k.bar_sync(0)
+
+
+# (rule, bad builder, fixed builder, kernel options of the bad one, of the fixed one)
+CASES = [
+    ("mbarrier-uninit", uninit_bad, uninit_good, {}, {}),
+    ("mbarrier-init-fence", init_fence_bad, uninit_good, {}, {}),
+    ("expect-tx-mismatch", expect_bad, uninit_good, {}, {}),
+    ("tx-count-range", tx_range_bad, lambda k: tx_range_bad(k, 300_000), {}, {}),
+    ("phase-reuse", phase_bad, lambda k: phase_bad(k, 1), {}, {}),
+    ("loop-parity", loop_bad, lambda k: loop_bad(k, flip=True), {}, {}),
+    ("wait-before-arrive", wait_first_bad, wait_first_good, {}, {}),
+    ("async-proxy-fence", proxy_fence_bad, lambda k: proxy_fence_bad(k, fence=True), {}, {}),
+    ("tma-load-race", load_race_bad, load_race_good, {}, {}),
+    ("bulk-group-pending", group_pending_bad, lambda k: group_pending_bad(k, wait_first=True), {}, {}),
+    ("bulk-group-exit", group_exit_bad, lambda k: group_exit_bad(k, wait=True), {}, {}),
+    ("tensormap-release", release_bad, lambda k: release_bad(k, publish=True), {}, {}),
+    ("tensormap-acquire", acquire_bad, lambda k: acquire_bad(k, acquire=True), {}, {}),
+    ("sync-aligned-divergent", aligned_bad, aligned_good, {}, {}),
+    ("sync-aligned-divergent", elect_bad, lambda k: elect_bad(k, warp_uniform=True), {}, {}),
+    ("barrier-divergent", barrier_bad, lambda k: barrier_bad(k, 32), {}, {}),
+    ("tma-smem-align", swizzle_bad, lambda k: swizzle_bad(k, 1024), {}, {}),
+    ("tma-smem-bounds", bounds_bad, lambda k: bounds_bad(k, BOX), {}, {}),
+    ("mbarrier-align", mbarrier_align_bad, lambda k: mbarrier_align_bad(k, 8), {}, {}),
+    ("tensormap-align", tensormap_align_bad, lambda k: tensormap_align_bad(k, 128), {}, {}),
+    ("smem-capacity", capacity_bad, lambda k: capacity_bad(k, dynamic=True), {}, {}),
+    ("multicast-mask", multicast_bad, lambda k: multicast_bad(k, 0b11), {"reqnctapercluster": 2},
+     {"reqnctapercluster": 2}),
+    ("coord-align", coord_bad, lambda k: coord_bad(k, 8), {}, {}),
+]
+
+
+def marked_line(fn, marker: str) -> int:
+    lines, start = inspect.getsourcelines(fn)
+    return next(start + i for i, text in enumerate(lines) if text.rstrip().endswith(marker))
+
+
+def bad_line(fn) -> int:
+    return marked_line(fn, "# BAD")
+
+
+def build(fn, name="t", **opts):
+    with px.kernel(name, reqntid=128, **opts) as k:
+        fn(k)
+    return k.kernel
+
+
+def build_unchecked(fn, **opts):
+    with verify.deferred():
+        return build(fn, **opts)
+
+
+@pytest.mark.parametrize("rule, bad, good, bad_opts, good_opts", CASES, ids=[f"{c[0]}-{c[1].__name__}" for c in CASES])
+def test_rule_rejects_bad_kernel_naming_rule_and_line(rule, bad, good, bad_opts, good_opts):
+    with pytest.raises(px.VerifyError) as info:
+        build(bad, **bad_opts)
+    e = info.value
+    assert e.rule == rule, str(e)
+    assert os.path.basename(e.loc.file) == HERE and e.loc.line == bad_line(bad), str(e)
+    assert str(e).startswith(f"{HERE}:{bad_line(bad)}: {rule}: ")
+    assert RULES[rule].doc in str(e)
+
+
+@pytest.mark.parametrize("rule, bad, good, bad_opts, good_opts", CASES, ids=[f"{c[0]}-{c[1].__name__}" for c in CASES])
+def test_fixed_kernel_passes_clean(rule, bad, good, bad_opts, good_opts):
+    assert check(build(good, **good_opts)) == []
+
+
+@pytest.mark.parametrize("rule, bad, good, bad_opts, good_opts", CASES, ids=[f"{c[0]}-{c[1].__name__}" for c in CASES])
+def test_fixed_kernels_assemble(rule, bad, good, bad_opts, good_opts):
+    if rule == "smem-capacity":
+        pytest.skip("the fix moves the buffer to dynamic shared memory; nothing to assemble differently")
+    px.assemble(px.emit(build(good, **good_opts)), "sm_90a")
+
+
+def test_every_rule_has_a_case_and_a_doc_section():
+    covered = {c[0] for c in CASES} | {"mbarrier-init-sync", "cluster-size", "debug-timeout", "target"}
+    assert covered == set(RULES)
+    doc = open(os.path.join(ROOT, "docs", "verifier.md")).read()
+    for r in RULES.values():
+        assert f'<a id="{r.doc_anchor}"></a>' in doc, r.name
+        section = doc.split(f'<a id="{r.doc_anchor}"></a>')[1].split('<a id="')[0]
+        if r.name != "target":
+            assert "Bad:" in section and "Fixed:" in section, r.name
+
+
+# ------------------------------------------------------------------- the remaining rules and the API
+
+def test_use_before_init_and_after_inval():
+    def before(k):
+        bar = k.mbarrier("bar")
+        with k.elect_one():
+            k.mbarrier_arrive(bar)  # BAD
+            k.mbarrier_init(bar, 1)
+
+    def after(k):
+        bar = k.mbarrier("bar")
+        with k.elect_one():
+            k.mbarrier_init(bar, 1)
+            k.mbarrier_inval(bar)
+            k.mbarrier_arrive(bar)  # BAD
+
+    for fn, text in ((before, "used before its mbarrier.init at line"), (after, "used after its mbarrier.inval")):
+        with pytest.raises(px.VerifyError, match=text) as info:
+            build(fn)
+        assert info.value.rule == "mbarrier-uninit" and info.value.loc.line == bad_line(fn)
+
+
+def test_init_without_sync_is_a_warning():
+    def fn(k):
+        src, tile, bar, tid, t0 = setup(k)
+        with k.if_(t0):
+            k.mbarrier_init(bar, 1)
+            k.fence_mbarrier_init()
+        load(k, src, tile, bar, t0)
+        k.mbarrier_wait(bar, parity=0)  # BAD
+
+    diags = check(build(fn))
+    assert [(d.rule, d.severity, d.loc.line) for d in diags] == [("mbarrier-init-sync", "warning", bad_line(fn))]
+
+
+def test_cluster_size_warning_over_8_error_over_16():
+    big = check(build(nothing, reqnctapercluster=(4, 4)))
+    assert [(d.rule, d.severity) for d in big] == [("cluster-size", "warning")]
+    assert "set_non_portable_cluster_size_allowed" in big[0].message
+    assert check(build(nothing, reqnctapercluster=8)) == []
+    with pytest.raises(px.VerifyError, match=r"maxclusterrank=32: 32 CTAs is over the 16") as info:
+        build(nothing, maxclusterrank=32)
+    assert info.value.rule == "cluster-size"
+
+
+def test_multicast_counts_every_issuing_cta():
+    """Every CTA of a 2-CTA cluster multicasts half a tile to both: each barrier receives two loads."""
+    half = px.TensorMapSpec.tiled_for((256, 512), "bf16", (32, 64))
+
+    def fn(k, tx):
+        src = k.param_tensormap("src", half)
+        tile = k.shared("tile", BOX, align=128)
+        bar = k.mbarrier("bar")
+        t0 = k.setp("eq", k.tid_x(), 0)
+        rank = k.mov(sreg.cluster_ctarank)
+        with k.if_(t0):
+            k.mbarrier_init(bar, 1)
+            k.fence_mbarrier_init()
+        k.barrier_cluster_arrive()
+        k.barrier_cluster_wait()
+        with k.if_(t0):
+            k.mbarrier_arrive_expect_tx(bar, tx)
+            k.cp_async_bulk_tensor(k.add(k.mov(tile), k.shl(rank, 12)), src, (0, k.shl(rank, 5)), mbar=bar,
+                                   multicast=0b11)
+        k.mbarrier_wait(bar, parity=0)
+        k.barrier_cluster_arrive()
+        k.barrier_cluster_wait()
+
+    assert check(build(lambda k: fn(k, 2 * tx_bytes(half)), reqnctapercluster=2)) == []
+    with pytest.raises(px.VerifyError, match=r"expects 4096 transaction bytes, but the TMA load\(s\) at line \d+ "
+                                             r"deliver 8192") as info:
+        build(lambda k: fn(k, tx_bytes(half)), reqnctapercluster=2)
+    assert info.value.rule == "expect-tx-mismatch"
+
+
+def test_debug_timeout_must_be_positive_seconds():
+    with pytest.raises(px.VerifyError, match=r"debug=-1: expected True/False or a wait timeout") as info:
+        build(nothing, debug=-1)
+    assert info.value.rule == "debug-timeout"
+    assert check(build(nothing, debug=0.5)) == []
+
+
+def test_target_findings_are_listed_by_check_and_raised_as_target_errors():
+    def fn(k):
+        src, tile, bar, tid, t0 = setup(k)
+        init(k, bar, t0)
+        with k.if_(t0):
+            k.mbarrier_arrive_expect_tx(bar, BOX)
+            k.cp_async_bulk_tensor(tile, src, (0, 0), mbar=bar, cta_group=2)  # BAD
+        k.mbarrier_wait(bar, parity=0)
+
+    with pytest.raises(px.TargetError):
+        build(fn, arch="sm_90a")
+    with verify.deferred(), pytest.raises(px.TargetError):
+        build(fn, arch="sm_90a")
+    kernel = build(fn)
+    kernel.arch = "sm_90a"
+    assert [(d.rule, d.loc.line) for d in check(kernel)] == [("target", bad_line(fn))]
+
+
+def test_allow_silences_one_rule_at_one_place():
+    def fn(k, allowed):
+        src, tile, bar, tid, t0 = setup(k)
+        init(k, bar, t0)
+        with k.if_(t0):
+            with k.allow(*allowed):
+                k.mbarrier_arrive_expect_tx(bar, BOX + 16)
+            k.cp_async_bulk_tensor(tile, src, (0, 0), mbar=bar)
+        k.mbarrier_wait(bar, parity=0)
+
+    assert check(build(lambda k: fn(k, ["expect-tx-mismatch"]))) == []
+    with pytest.raises(px.VerifyError) as info:
+        build(lambda k: fn(k, ["phase-reuse"]))
+    assert info.value.rule == "expect-tx-mismatch"
+    with pytest.raises(px.DSLError, match=r"allow\('no-such-rule'\): no such verifier rule") as info:
+        build(lambda k: fn(k, ["no-such-rule"]))
+    assert os.path.basename(info.value.loc.file) == HERE
+
+
+def test_allow_on_a_wait_covers_rules_reported_there():
+    def fn(k):
+        src, tile, bar, tid, t0 = setup(k)
+        with k.if_(t0):
+            k.mbarrier_init(bar, 1)
+            k.fence_mbarrier_init()
+        load(k, src, tile, bar, t0)
+        with k.allow("mbarrier-init-sync"):
+            k.mbarrier_wait(bar, parity=0)
+
+    assert check(build(fn)) == []
+
+
+def test_check_lists_every_finding_in_line_order_and_formats_like_a_linter():
+    def fn(k):
+        src, tile, bar, tid, t0 = setup(k, align=64)
+        with k.if_(t0):
+            k.mbarrier_init(bar, 1)
+        with k.if_(t0):
+            k.mbarrier_arrive_expect_tx(bar, 100)
+            k.cp_async_bulk_tensor(tile, src, (0, 0), mbar=bar)
+        k.mbarrier_wait(bar, parity=0)
+
+    diags = check(build_unchecked(fn))
+    rules = [d.rule for d in diags]
+    assert rules == ["expect-tx-mismatch", "mbarrier-init-fence", "tma-smem-align", "mbarrier-init-sync"], rules
+    assert [d.loc.line for d in diags] == sorted(d.loc.line for d in diags)
+    text = format_diagnostics(diags)
+    for line, d in zip(text.splitlines(), diags):
+        assert re.fullmatch(rf"\S*{HERE}:{d.loc.line}: {d.rule}: (warning: )?.+", line), line
+    assert "mbarrier-init-sync: warning: " in text
+
+
+def test_deferred_lets_a_file_load_and_check_list_all(tmp_path):
+    f = tmp_path / "bad.py"
+    f.write_text("import ptxdsl as px\n"
+                 "with px.kernel('k', reqntid=32) as k:\n"
+                 "    bar = k.mbarrier('bar')\n"
+                 "    k.mbarrier_wait(bar, parity=0)\n"
+                 "    k.mbarrier_wait(bar, parity=1)\n")
+    with pytest.raises(px.VerifyError):
+        load_kernels(str(f))
+    with verify.deferred():
+        kernels, _ = load_kernels(str(f))
+    assert [(d.rule, d.loc.line) for d in check(kernels[0])] == [("mbarrier-uninit", 4), ("mbarrier-uninit", 5)]
+
+
+@pytest.mark.parametrize("name", ["tma_load_tile", "tma_store_tile", "tma_reduce_tile"])
+def test_seed_examples_pass_clean(name):
+    kernels, _ = load_kernels(os.path.join(ROOT, "examples", f"{name}.py"))
+    assert kernels and all(check(k) == [] for k in kernels)
+
+
+def warp_specialized(k, consumer_flips=True, stages=2, ntiles=8):
+    """Warp 0 produces (one elected lane: wait empty[s], expect, load into stage s), warps 1-3 consume (wait
+    full[s], read, arrive on empty[s]); stages and parities are registers, as in a real pipeline."""
+    src = k.param_tensormap("src", px.TensorMapSpec.tiled_for((1024, 512), "bf16", (64, 64)))
+    tiles = k.shared("tiles", stages * BOX, align=1024, dynamic=True)
+    full, empty = k.mbarrier("full", stages), k.mbarrier("empty", stages)
+    tid = k.tid_x()
+    with k.if_(k.setp("eq", tid, 0)):
+        for s in range(stages):
+            k.mbarrier_init(full.at(8 * s), 1)
+            k.mbarrier_init(empty.at(8 * s), 96)
+        k.fence_mbarrier_init()
+    k.bar_sync(0)
+
+    def slot(bars, stage):
+        return k.add(k.mov(bars), k.shl(stage, 3))
+
+    with k.if_(k.setp("eq", k.warp_idx(), 0)):
+        with k.elect_one():
+            phase = k.mov(0, px.u32)
+            with k.loop(0, ntiles) as i:
+                stage = k.and_(i, stages - 1)
+                k.mbarrier_wait(slot(empty, stage), parity=k.xor(phase, 1))
+                k.mbarrier_arrive_expect_tx(slot(full, stage), BOX)
+                k.cp_async_bulk_tensor(k.add(k.mov(tiles), k.mul(stage, BOX)), src, (0, k.mul(i, 64)),
+                                       mbar=slot(full, stage))
+                with k.if_(k.setp("eq", stage, stages - 1)):
+                    k.xor(phase, 1, out=phase)
+    with k.else_():
+        phase = k.mov(0, px.u32)
+        with k.loop(0, ntiles) as i:
+            stage = k.and_(i, stages - 1)
+            k.mbarrier_wait(slot(full, stage), parity=phase)  # BAD
+            k.ld(px.u32, k.add(k.add(k.mov(tiles), k.mul(stage, BOX)), k.shl(tid, 2)), space="shared::cta")
+            k.mbarrier_arrive(slot(empty, stage))
+            if consumer_flips:
+                with k.if_(k.setp("eq", stage, stages - 1)):
+                    k.xor(phase, 1, out=phase)
+
+
+def test_warp_specialized_pipeline_passes_clean_and_assembles():
+    kernel = build(warp_specialized)
+    assert check(kernel) == []
+    px.assemble(px.emit(kernel), "sm_90a")
+
+
+def test_warp_specialized_consumer_that_never_flips_its_parity():
+    with pytest.raises(px.VerifyError, match=r"every iteration of the loop waits on mbarrier full\[\?\]") as info:
+        build(lambda k: warp_specialized(k, consumer_flips=False))
+    assert info.value.rule == "loop-parity" and info.value.loc.line == bad_line(warp_specialized)
+    assert check(build(lambda k: warp_specialized(k, consumer_flips=False, ntiles=2))) == []   # one pass per barrier
+
+
+# ---------------------------------------------------------------------- debug mode: zero cost when off
+
+def watched(debug, tx=BOX):
+    with px.kernel("watched", reqntid=128, debug=debug) as k:
+        src, tile, bar, tid, t0 = setup(k)
+        init(k, bar, t0)
+        with k.if_(t0):
+            with k.allow("expect-tx-mismatch"):
+                k.mbarrier_arrive_expect_tx(bar, tx)
+            k.cp_async_bulk_tensor(tile, src, (0, 0), mbar=bar)
+        k.mbarrier_wait(bar, parity=0)  # WAIT
+    return k
+
+
+def test_debug_off_is_zero_cost():
+    default, off = px.emit(watched(False)).text, px.emit(watched(False)).text
+    with px.kernel("watched", reqntid=128) as k:
+        src, tile, bar, tid, t0 = setup(k)
+        init(k, bar, t0)
+        load(k, src, tile, bar, t0)
+        k.mbarrier_wait(bar, parity=0)
+    assert default == off == px.emit(k).text
+    for marker in ("__ptxdsl_debug", "%globaltimer", "trap", "st.volatile", "membar.sys"):
+        assert marker not in default
+    loop = re.findall(r"\$L__wait\d+:\n\t(mbarrier\.try_wait[^\n]*)\n\t(@!%p\d+ bra \$L__wait\d+;)\n", default)
+    assert len(loop) == 1, default
+    assert [p.name for p in watched(False).kernel.params] == ["src"]
+
+
+@pytest.mark.parametrize("debug, ns", [(True, 200_000_000), (0.5, 500_000_000), (2, 2_000_000_000)])
+def test_debug_wait_is_bounded_and_assembles(debug, ns):
+    k = watched(debug, BOX + 16)
+    ptx = px.emit(k)
+    assert [p.name for p in k.kernel.params][0] == "__ptxdsl_debug"
+    body = ptx.text.split("mbarrier.try_wait")[1].split("\n$L__wait_done")[0]
+    assert "mov.u64 %rd" in ptx.text and ", %globaltimer;" in ptx.text
+    assert f", {ns};" in body and "trap;" in body
+    assert "st.volatile.global.u32 [%rd2], 1;" in body       # the wait's site (1-based) for the host
+    assert "st.volatile.global.u32 [%rd2+4], 0;" in body     # the parity it waited for
+    px.assemble(ptx, "sm_90a")
+    info = ptx.kernels["watched"]
+    assert info.debug == debug and info.wait_sites[0][1:] == ("bar", "0")
+    assert info.wait_sites[0][0].line == marked_line(watched, "# WAIT")
+
+
+# ------------------------------------------------------------------- Hypothesis: mutated pipelines
+
+# (spec, tile bytes, tile alignment) of the boxes the generator loads
+SPECS = [(s, -(-smem_layout(s)[0] // 128) * 128, max(128, 8 * {"none": 0, "64B": 64, "128B": 128}[s.swizzle]))
+         for s in (SPEC, SWIZZLED, px.TensorMapSpec.tiled_for((64, 256), "u8", (16, 64), swizzle="64B"))]
+
+
+def correct_plan(stages: int, rounds: int, tail: str) -> list:
+    """The protocol as a list of steps: init, fence, sync; per round: expect + load every stage, then per
+    stage wait on the round's parity and use the tile (read it, TMA-store it, or rewrite and store it)."""
+    plan = [("init",), ("fence_init",), ("sync",)]
+    for r in range(rounds):
+        for s in range(stages):
+            plan += [("expect", s, 0), ("load", s, r)]
+        for s in range(stages):
+            plan.append(("wait", s, r % 2))
+            if tail == "read":
+                plan += [("read", s)]
+            elif tail == "store":
+                plan += [("store", s, r), ("commit",), ("wait_group",)]
+            else:
+                plan += [("write", s), ("fence_async",), ("sync",), ("store", s, r), ("commit",), ("wait_group",)]
+        plan.append(("sync",))
+    return plan
+
+
+def build_plan(plan, spec_i: int, stages: int, leader: str, loop_rounds: int = 0):
+    """Emit `plan` as a kernel (leader steps run in thread 0 or in one elected lane of warp 0). With
+    loop_rounds, the plan is one round and runs in a k.loop with a parity register flipped at its end."""
+    spec, nbytes, align = SPECS[spec_i]
+    with verify.deferred():
+        with px.kernel("gen", reqntid=128) as k:
+            src = k.param_tensormap("src", spec)
+            dst = k.param_tensormap("dst", spec)
+            tiles = [k.shared(f"tile{s}", nbytes, align=align) for s in range(stages)]
+            bars = k.mbarrier("bar", stages)
+            tid = k.tid_x()
+            t0 = k.setp("eq", tid, 0)
+            warp0 = k.setp("eq", k.warp_idx(), 0)
+
+            def lead():
+                if leader == "tid0":
+                    return k.if_(t0)
+                return _elect_in(k, warp0)
+
+            def emit(steps, parity=None, row=None):
+                for step in steps:
+                    kind = step[0]
+                    if kind == "init":
+                        with lead():
+                            for s in range(stages):
+                                k.mbarrier_init(bars.at(8 * s), 1)
+                    elif kind == "fence_init":
+                        with lead():
+                            k.fence_mbarrier_init()
+                    elif kind == "sync":
+                        k.bar_sync(0)
+                    elif kind == "expect":
+                        with lead():
+                            k.mbarrier_arrive_expect_tx(bars.at(8 * step[1]), max(16, tx_bytes(spec) + step[2]))
+                    elif kind == "load":
+                        y = row if row is not None else (step[2] * stages + step[1]) * spec.box[1]
+                        with lead():
+                            k.cp_async_bulk_tensor(tiles[step[1]], src, (0, y), mbar=bars.at(8 * step[1]))
+                    elif kind == "wait":
+                        k.mbarrier_wait(bars.at(8 * step[1]), parity=step[2] if parity is None else parity)
+                    elif kind == "read":
+                        k.ld(px.b32, each_thread(k, tiles[step[1]], tid), space="shared::cta")
+                    elif kind == "write":
+                        k.st(px.b32, each_thread(k, tiles[step[1]], tid), tid, space="shared::cta")
+                    elif kind == "fence_async":
+                        k.fence_proxy_async("shared::cta")
+                    elif kind == "store":
+                        with lead():
+                            k.cp_async_bulk_tensor(dst, tiles[step[1]], (0, step[2] * spec.box[1]))
+                    elif kind == "commit":
+                        with lead():
+                            k.cp_async_bulk_commit_group()
+                    elif kind == "wait_group":
+                        with lead():
+                            k.cp_async_bulk_wait_group_read(0)
+                    elif kind == "flip":
+                        k.xor(parity, 1, out=parity)
+
+            if not loop_rounds:
+                emit(plan)
+            else:
+                head = plan.index(("sync",)) + 1
+                emit(plan[:head])
+                phase = k.mov(0, px.u32)
+                with k.loop(0, loop_rounds) as i:
+                    emit(plan[head:], parity=phase, row=k.mul(i, spec.box[1]))
+    return k.kernel
+
+
+@contextmanager
+def _elect_in(k, warp0):
+    with k.if_(warp0):
+        with k.elect_one():
+            yield
+
+
+def errors(kernel) -> set:
+    return {d.rule for d in check(kernel) if d.severity == "error"}
+
+
+def indices(plan, kind):
+    return [i for i, s in enumerate(plan) if s[0] == kind]
+
+
+def mutate(plan, how: str, pick: int, delta: int):
+    """(mutated plan, the rules of which at least one must fire) or None when `how` does not apply."""
+    p = list(plan)
+    at = lambda kind: indices(p, kind)[pick % len(indices(p, kind))] if indices(p, kind) else None  # noqa: E731
+    if how == "drop_init_fence":
+        p.remove(("fence_init",))
+        return p, {"mbarrier-init-fence"}
+    if how == "drop_init":
+        p.remove(("init",))
+        return p, {"mbarrier-uninit"}
+    if how == "bytes":
+        i = at("expect")
+        p[i] = ("expect", p[i][1], 16 * delta)
+        return p, {"expect-tx-mismatch"}
+    if how == "flip_parity":
+        i = at("wait")
+        p[i] = ("wait", p[i][1], 1 - p[i][2])
+        return p, {"phase-reuse", "loop-parity"}
+    if how == "wait_before_expect":
+        i = at("wait")
+        w = p.pop(i)
+        j = max(x for x in indices(p, "expect") if x < i and p[x][1] == w[1])
+        p.insert(j, w)
+        return p, {"wait-before-arrive"}
+    if how == "wait_after_use":
+        i = at("wait")
+        w = p.pop(i)
+        uses = [j for j in range(i, len(p)) if p[j][0] in ("read", "write", "store") and p[j][1] == w[1]]
+        p.insert(uses[0] + 1, w)
+        return p, {"tma-load-race"}
+    if how == "drop_wait":
+        del p[at("wait")]
+        return p, {"tma-load-race", "phase-reuse", "expect-tx-mismatch"}
+    if how == "drop_proxy_fence":
+        i = at("fence_async")
+        if i is None:
+            return None
+        del p[i]
+        return p, {"async-proxy-fence"}
+    if how == "drop_wait_groups":
+        if ("wait_group",) not in p:
+            return None
+        return [x for x in p if x != ("wait_group",)], {"bulk-group-exit", "bulk-group-pending"}
+    raise AssertionError(how)
+
+
+MUTATIONS = ["drop_init_fence", "drop_init", "bytes", "flip_parity", "wait_before_expect", "wait_after_use",
+             "drop_wait", "drop_proxy_fence", "drop_wait_groups"]
+configs = st.tuples(st.integers(0, len(SPECS) - 1), st.integers(1, 2), st.integers(1, 3),
+                    st.sampled_from(["read", "store", "write"]), st.sampled_from(["tid0", "elect"]))
+
+
+@given(configs)
+def test_generated_pipelines_pass_clean(cfg):
+    spec_i, stages, rounds, tail, leader = cfg
+    assert check(build_plan(correct_plan(stages, rounds, tail), spec_i, stages, leader)) == []
+
+
+@pytest.mark.parametrize("how", MUTATIONS)
+@given(cfg=configs, pick=st.integers(0, 30), delta=st.integers(-64, 64).filter(bool))
+@example(cfg=(0, 1, 1, "read", "tid0"), pick=0, delta=1)
+def test_every_protocol_mutation_is_flagged(how, cfg, pick, delta):
+    spec_i, stages, rounds, tail, leader = cfg
+    mutated = mutate(correct_plan(stages, rounds, tail), how, pick, delta)
+    if mutated is None:
+        return
+    plan, expected = mutated
+    found = errors(build_plan(plan, spec_i, stages, leader))
+    assert found & expected, (how, found, plan)
+
+
+@given(configs, st.integers(0, 30))
+def test_harmless_edits_stay_clean(cfg, pick):
+    """Swapping an expect with its load, or repeating a wait at once, does not break the protocol."""
+    spec_i, stages, rounds, tail, leader = cfg
+    plan = correct_plan(stages, rounds, tail)
+    i = indices(plan, "expect")[pick % len(indices(plan, "expect"))]
+    plan[i], plan[i + 1] = plan[i + 1], plan[i]
+    j = indices(plan, "wait")[pick % len(indices(plan, "wait"))]
+    plan.insert(j + 1, plan[j])
+    assert check(build_plan(plan, spec_i, stages, leader)) == []
+
+
+@given(configs, st.integers(2, 5), st.booleans())
+def test_loop_pipelines_flip_their_parity(cfg, trips, flip):
+    """One round in a k.loop: clean when the parity register flips each iteration, loop-parity when not."""
+    spec_i, stages, _, tail, leader = cfg
+    plan = correct_plan(stages, 1, tail) + ([("flip",)] if flip else [])
+    kernel = build_plan(plan, spec_i, stages, leader, loop_rounds=trips)
+    if flip:
+        assert check(kernel) == []
+    else:
+        assert "loop-parity" in errors(kernel)
