@@ -5,6 +5,7 @@ where it came from (a builder call's file:line, or a .ptxd line).
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -37,9 +38,14 @@ class SourceLoc:
         return cls("<unknown>", 0)
 
 
+_CONTEXTLIB = os.path.abspath(contextlib.__file__)
+
+
 @functools.lru_cache(maxsize=None)
 def _inside_package(filename: str) -> bool:
-    return os.path.abspath(filename).startswith(_PKG_DIR + os.sep)
+    """True for ptxdsl's own files and for contextlib (the frames of the builder's with-blocks)."""
+    path = os.path.abspath(filename)
+    return path.startswith(_PKG_DIR + os.sep) or path == _CONTEXTLIB
 
 
 class PtxdslError(Exception):

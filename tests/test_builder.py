@@ -213,3 +213,20 @@ def test_error_else_without_if():
 
 def test_error_duplicate_name():
     _raises(px.DSLError, r"name 'x' is already used", lambda k: [k.shared("x", 16), k.mbarrier("x")])
+
+
+def test_structured_statements_record_the_users_line():
+    import inspect
+
+    with px.kernel("t") as k:
+        p = k.setp("eq", k.mov(sreg.tid_x), 0)
+        line = inspect.currentframe().f_lineno + 1
+        with k.if_(p):
+            k.membar("cta")
+        with k.loop(0, 2):
+            pass
+        with k.elect_one():
+            pass
+    stmts = k.kernel.body[2:]
+    assert [s.loc.line for s in stmts if hasattr(s, "then") or hasattr(s, "body")] == [line, line + 2, line + 4]
+    assert all(os.path.basename(s.loc.file) == HERE for s in stmts)
