@@ -334,8 +334,10 @@ class _Facts:
             for r in self._dsts(item):
                 counts[r] = counts.get(r, 0) + 1
         self.multi = {r for r, n in counts.items() if n > 1}
+        # Gauss-Seidel: facts flow forward within a pass (defs are in program order), so straight-line
+        # code settles in one pass and each loop back-edge costs one more; merges only grow, so it ends.
         for _ in range(128):
-            new = dict(self.vals)
+            changed = False
             for item, conds in self.defs:
                 for r, v in self._transfer(item):
                     if v is None:
@@ -343,10 +345,12 @@ class _Facts:
                     if r in self.multi and conds:
                         ctl = frozenset().union(*(self.get(c).tags for c in conds)) & (VARYING | {CTA})
                         v = replace(v, tags=v.tags | ctl)
-                    new[r] = _merge(new.get(r), v)
-            if new == self.vals:
+                    merged = _merge(self.vals.get(r), v)
+                    if merged != self.vals.get(r):
+                        self.vals[r] = merged
+                        changed = True
+            if not changed:
                 break
-            self.vals = new
 
     def _collect(self, stmts, conds):
         for s in stmts:
@@ -1461,6 +1465,8 @@ class _Flow:
     # ------------------------------------------------------------------ divergence
 
     def _collective(self, s, op, ctx):
+        if not (ctx.lane_div or ctx.warp_div):
+            return
         what = op.what
         parts = what.split(".")
         name = _opname(op)
