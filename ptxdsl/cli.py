@@ -77,11 +77,14 @@ def cmd_check(args) -> int:
 
     failed = 0
     for path in args.files:
-        kernels = _select(load_kernels(path)[0], args.kernel)
-        diags = [d for k in kernels for d in verify.check(k)] if hasattr(verify, "check") else []
+        with verify.deferred():
+            kernels = _select(load_kernels(path)[0], args.kernel)
+        diags = [d for k in kernels for d in verify.check(k)]
         if diags:
             print(verify.format_diagnostics(diags))
-            failed += sum(1 for d in diags if getattr(d, "severity", "error") == "error")
+            failed += sum(1 for d in diags if d.severity == "error")
+            if failed:
+                continue
         ptx = emit(_module_of(kernels, args))
         res = assemble(ptx.text, args.arch, origins=ptx.origins)
         print(f"{path}: {len(kernels)} kernel(s), PTX {ptx.target.version} {ptx.target.arch}; assembled for "
