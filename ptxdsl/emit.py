@@ -139,7 +139,7 @@ class _KernelEmitter:
         k, w = self.k, self.w
         params = ",\n".join(f"\t{_param_decl(p)}" for p in k.params)
         w.raw(f"\n.visible .entry {k.name}(\n{params}\n)\n" if params else f"\n.visible .entry {k.name}()\n")
-        for line in _directives(k):
+        for line in directive_lines(k):
             w.raw(line + "\n")
         w.raw("{\n")
         for bits in (1, 16, 32, 64):
@@ -245,7 +245,8 @@ def _param_decl(p) -> str:
     return f".param .{p.type.name} {p.name}"
 
 
-def _directives(k: Kernel):
+def directive_lines(k: Kernel):
+    """The kernel's performance and cluster directives as PTX lines (.reqntid 128, 1, 1 ...)."""
     d = k.directives
     for key in ("reqntid", "maxntid"):
         if key in d:

@@ -34,6 +34,7 @@ from ..ir import (
 )
 from ..isa import bulk, cluster, control, core, fence, mbarrier, policy, tensormap
 from ..isa.core import AS_BITS, bits_type, wide_type
+from ..emit import directive_lines
 from ..target import fmt_ptx, parse_ptx_version
 from ..tensormap import DTYPES, _c_strides
 from ..types import b16, b32, b64, pred, u32, u64
@@ -227,19 +228,8 @@ class _Printer:
         return "\n".join(out + ["{"] + self.lines + ["}"]) + "\n"
 
     def directive_lines(self):
-        k, d = self.k, self.k.directives
-        for key in ("reqntid", "maxntid"):
-            if key in d:
-                yield f".{key} " + ", ".join(map(str, d[key]))
-        for key in ("minnctapersm", "maxnreg"):
-            if key in d:
-                yield f".{key} {d[key]}"
-        if d.get("explicitcluster"):
-            yield ".explicitcluster"
-        if "reqnctapercluster" in d:
-            yield ".reqnctapercluster " + ", ".join(map(str, d["reqnctapercluster"]))
-        if "maxclusterrank" in d:
-            yield f".maxclusterrank {d['maxclusterrank']}"
+        k = self.k
+        yield from directive_lines(k)
         if k.arch:
             yield f".target {k.arch}"
         if k.ptx:
