@@ -42,6 +42,28 @@ def _located(fn):
     return wrapper
 
 
+def _binary_method(op: str, doc: str, modes: bool = False):
+    """The builder method for binary op `op` (add, sub, ... shr): validate, insert, return d."""
+    if modes:
+        def method(self, a, b, *, mode=None, type=None, out=None) -> Reg:
+            return self._binary(op, a, b, type, out, mode)
+    else:
+        def method(self, a, b, *, type=None, out=None) -> Reg:
+            return self._binary(op, a, b, type, out)
+    method.__name__ = method.__qualname__ = op + "_" if op in ("and", "or") else op
+    method.__doc__ = doc
+    return _located(method)
+
+
+def _unary_method(op: str, doc: str):
+    """The builder method for unary op `op` (not, neg, abs)."""
+    def method(self, a, *, type=None, out=None) -> Reg:
+        return self._unary(op, a, type, out)
+    method.__name__ = method.__qualname__ = op + "_" if op == "not" else op
+    method.__doc__ = doc
+    return _located(method)
+
+
 class KernelBuilder:
     """Builds one Kernel. Use as a context manager; leaving the block verifies the kernel."""
 
@@ -243,65 +265,19 @@ class KernelBuilder:
         self._insert(core.Binary(op, t, d, a, b, mode))
         return d
 
-    @_located
-    def add(self, a, b, *, type=None, out=None) -> Reg:
-        """add.type d, a, b."""
-        return self._binary("add", a, b, type, out)
-
-    @_located
-    def sub(self, a, b, *, type=None, out=None) -> Reg:
-        """sub.type d, a, b."""
-        return self._binary("sub", a, b, type, out)
-
-    @_located
-    def mul(self, a, b, *, mode=None, type=None, out=None) -> Reg:
-        """mul{.lo,.hi,.wide}.type d, a, b (integers default to .lo)."""
-        return self._binary("mul", a, b, type, out, mode)
-
-    @_located
-    def div(self, a, b, *, mode=None, type=None, out=None) -> Reg:
-        """div.type d, a, b (f32 defaults to .rn)."""
-        return self._binary("div", a, b, type, out, mode)
-
-    @_located
-    def rem(self, a, b, *, type=None, out=None) -> Reg:
-        """rem.type d, a, b."""
-        return self._binary("rem", a, b, type, out)
-
-    @_located
-    def min(self, a, b, *, type=None, out=None) -> Reg:
-        """min.type d, a, b."""
-        return self._binary("min", a, b, type, out)
-
-    @_located
-    def max(self, a, b, *, type=None, out=None) -> Reg:
-        """max.type d, a, b."""
-        return self._binary("max", a, b, type, out)
-
-    @_located
-    def and_(self, a, b, *, type=None, out=None) -> Reg:
-        """and.bN d, a, b (and.pred on predicates)."""
-        return self._binary("and", a, b, type, out)
-
-    @_located
-    def or_(self, a, b, *, type=None, out=None) -> Reg:
-        """or.bN d, a, b."""
-        return self._binary("or", a, b, type, out)
-
-    @_located
-    def xor(self, a, b, *, type=None, out=None) -> Reg:
-        """xor.bN d, a, b."""
-        return self._binary("xor", a, b, type, out)
-
-    @_located
-    def shl(self, a, b, *, type=None, out=None) -> Reg:
-        """shl.bN d, a, b."""
-        return self._binary("shl", a, b, type, out)
-
-    @_located
-    def shr(self, a, b, *, type=None, out=None) -> Reg:
-        """shr.{u,s}N d, a, b (arithmetic for signed types)."""
-        return self._binary("shr", a, b, type, out)
+    # Binary arithmetic and logic: one factory, one line per PTX mnemonic.
+    add = _binary_method("add", "add.type d, a, b.")
+    sub = _binary_method("sub", "sub.type d, a, b.")
+    mul = _binary_method("mul", "mul{.lo,.hi,.wide}.type d, a, b (integers default to .lo).", modes=True)
+    div = _binary_method("div", "div.type d, a, b (f32 defaults to .rn).", modes=True)
+    rem = _binary_method("rem", "rem.type d, a, b.")
+    min = _binary_method("min", "min.type d, a, b.")
+    max = _binary_method("max", "max.type d, a, b.")
+    and_ = _binary_method("and", "and.bN d, a, b (and.pred on predicates).")
+    or_ = _binary_method("or", "or.bN d, a, b.")
+    xor = _binary_method("xor", "xor.bN d, a, b.")
+    shl = _binary_method("shl", "shl.bN d, a, b.")
+    shr = _binary_method("shr", "shr.{u,s}N d, a, b (arithmetic for signed types).")
 
     def _unary(self, op, a, type, out):
         t = _infer(op, a, None, type)
@@ -309,20 +285,10 @@ class KernelBuilder:
         self._insert(core.Unary(op, t, d, a))
         return d
 
-    @_located
-    def not_(self, a, *, type=None, out=None) -> Reg:
-        """not.bN d, a (not.pred on predicates)."""
-        return self._unary("not", a, type, out)
-
-    @_located
-    def neg(self, a, *, type=None, out=None) -> Reg:
-        """neg.type d, a."""
-        return self._unary("neg", a, type, out)
-
-    @_located
-    def abs(self, a, *, type=None, out=None) -> Reg:
-        """abs.type d, a."""
-        return self._unary("abs", a, type, out)
+    # Unary ops: the same factory shape.
+    not_ = _unary_method("not", "not.bN d, a (not.pred on predicates).")
+    neg = _unary_method("neg", "neg.type d, a.")
+    abs = _unary_method("abs", "abs.type d, a.")
 
     @_located
     def mad(self, a, b, c, *, mode=None, type=None, out=None) -> Reg:
