@@ -56,7 +56,11 @@ def _select(kernels, name):
 
 
 def _module_of(kernels, args) -> Module:
-    return Module(kernels, args.arch_pin, args.ptx)
+    return Module(kernels, args.arch, args.ptx)
+
+
+def _asm_arch(args) -> str:
+    return args.arch or "sm_90a"
 
 
 def cmd_emit(args) -> int:
@@ -67,7 +71,7 @@ def cmd_emit(args) -> int:
         if args.check:
             from .assemble import assemble
 
-            print(assemble(ptx.text, args.arch, origins=ptx.origins).report(), file=sys.stderr)
+            print(assemble(ptx.text, _asm_arch(args), origins=ptx.origins).report(), file=sys.stderr)
     return 0
 
 
@@ -86,9 +90,9 @@ def cmd_check(args) -> int:
             if failed:
                 continue
         ptx = emit(_module_of(kernels, args))
-        res = assemble(ptx.text, args.arch, origins=ptx.origins)
+        res = assemble(ptx.text, _asm_arch(args), origins=ptx.origins)
         print(f"{path}: {len(kernels)} kernel(s), PTX {ptx.target.version} {ptx.target.arch}; assembled for "
-              f"{args.arch}:")
+              f"{_asm_arch(args)}:")
         print(res.report())
     return 1 if failed else 0
 
@@ -101,11 +105,11 @@ def cmd_run(args) -> int:
     bad = 0
     for path in args.files:
         kernels, ns = load_kernels(path)
-        ptx = emit(Module(kernels))
+        ptx = emit(_module_of(kernels, args))
         t0 = time.perf_counter()
-        assemble(ptx.text, args.arch, origins=ptx.origins)
+        assemble(ptx.text, _asm_arch(args), origins=ptx.origins)
         names = ", ".join(k.name for k in kernels)
-        print(f"{path}: emitted {names} (PTX {ptx.target.version} {ptx.target.arch}), assembled for {args.arch} "
+        print(f"{path}: emitted {names} (PTX {ptx.target.version} {ptx.target.arch}), assembled for {_asm_arch(args)} "
               f"in {1e3 * (time.perf_counter() - t0):.1f} ms")
         host = _host_check(path, ns)
         if host is None:
@@ -138,10 +142,10 @@ def main(argv=None) -> int:
                                ("run", cmd_run, "emit, assemble and (on a GPU) run each file's host check")):
         p = sub.add_parser(name, help=helptext)
         p.add_argument("files", nargs="+")
-        p.add_argument("--arch", default="sm_90a", help="architecture to assemble for (default sm_90a)")
+        p.add_argument("--arch", help="pin .target to this architecture and assemble for it (default: the "
+                       "lowest .target the kernels need, assembled for sm_90a)")
         p.add_argument("--kernel", help="only this kernel")
-        p.add_argument("--target", dest="arch_pin", help="pin .target (default: the lowest the kernel needs)")
-        p.add_argument("--ptx", help="pin .version (default: the lowest the kernel needs)")
+        p.add_argument("--ptx", help="pin .version (default: the lowest the kernels need)")
         if name == "emit":
             p.add_argument("--check", action="store_true", help="also assemble and print resource usage")
             p.add_argument("--source-comments", action="store_true", help="comment each PTX line with its origin")

@@ -26,8 +26,14 @@ def test_emit_check_reports_resources(capsys):
 
 
 def test_emit_pinned_target(capsys):
-    assert main(["emit", "--target", "sm_90a", "--ptx", "8.3", str(EX / "tma_load_tile.py")]) == 0
-    assert ".version 8.3\n.target sm_90a\n" in capsys.readouterr().out
+    assert main(["emit", "--arch", "sm_90a", "--ptx", "8.3", "--check", str(EX / "tma_load_tile.py")]) == 0
+    out = capsys.readouterr()
+    assert ".version 8.3\n.target sm_90a\n" in out.out and "tma_load_tile  sm_90a:" in out.err
+
+
+def test_emit_arch_below_an_instructions_floor_is_an_error(capsys):
+    assert main(["emit", "--arch", "sm_90", "--ptx", "7.8", str(EX / "tma_load_tile.py")]) == 2
+    assert "below the 8.0 that" in capsys.readouterr().err
 
 
 def test_check_lists_findings_like_a_linter(tmp_path, capsys):
