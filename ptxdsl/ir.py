@@ -41,8 +41,7 @@ class Reg:
             raise DSLError(f"~{self.name}: only a .pred register can be negated (it is .{self.type.name})")
         return PredNot(self)
 
-    def __hash__(self):
-        return id(self)
+    __hash__ = object.__hash__      # identity, in C
 
 
 @dataclass(frozen=True, eq=False)
@@ -138,8 +137,7 @@ class SharedAlloc:
             raise DSLError(f"{self.name}.at({offset}): offset outside the {self.nbytes}-byte buffer")
         return Addr(self, offset)
 
-    def __hash__(self):
-        return id(self)
+    __hash__ = object.__hash__      # identity, in C
 
 
 @dataclass(eq=False)
@@ -160,8 +158,7 @@ class Param:
     def __str__(self) -> str:
         return self.name
 
-    def __hash__(self):
-        return id(self)
+    __hash__ = object.__hash__      # identity, in C
 
 
 @dataclass(frozen=True, eq=False)
