@@ -12,7 +12,7 @@ from ptxdsl.cli import load_kernels
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).resolve().parent / "golden"
-EXAMPLES = ["tma_load_tile", "tma_store_tile", "tma_reduce_tile"]
+EXAMPLES = ["tma_load_tile", "tma_store_tile", "tma_reduce_tile", "tma_pipeline_copy"]
 
 
 def _ptx(name):

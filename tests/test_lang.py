@@ -38,7 +38,7 @@ from ptxdsl.verify import RULES
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
-SEEDS = ["tma_load_tile", "tma_store_tile", "tma_reduce_tile"]
+TWINS = ["tma_load_tile", "tma_store_tile", "tma_reduce_tile", "tma_pipeline_copy"]
 PTXD_EXAMPLES = sorted(p.stem for p in EXAMPLES.glob("*.ptxd"))
 
 
@@ -123,7 +123,7 @@ def assert_round_trip(k):
 # ---------------------------------------------------------------------------------- examples
 
 
-@pytest.mark.parametrize("name", SEEDS)
+@pytest.mark.parametrize("name", TWINS)
 def test_example_twin_emits_byte_identical_ptx(name):
     (k,) = lang.load(EXAMPLES / f"{name}.ptxd")
     twin = importlib.import_module(name).k
