@@ -13,7 +13,9 @@ low bits, its constant. `_Flow` then walks the body in program order, once per b
 loop (the second pass sees what the first iteration left behind), keeping the protocol state:
 initialised barriers, the transaction bytes each barrier phase expects and receives, the parity of
 the last wait, TMA loads in flight, generic writes not yet fenced, pending bulk groups, tensor maps
-edited but not published. A user silences one rule at one place with `with k.allow("rule"):`.
+edited but not published. A load issued only where a loop test such as `t + STAGES < n` shows another
+iteration follows is left to that iteration to retire, as the second pass retired the first's. A user
+silences one rule at one place with `with k.allow("rule"):`.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from .ir import (MAX_SHARED_PER_BLOCK, MAX_STATIC_SHARED, Addr, If, Imm, Instr, 
                  SharedAlloc, SpecialReg, TensorMapRef, WaitLoop)
 from .reference import smem_layout, tx_bytes
 from .tensormap import SWIZZLE_SPAN
+from .types import pred
 
 DOC = "docs/verifier.md"
 MAX_TX = (1 << 20) - 1
@@ -333,6 +336,7 @@ class _Facts:
         for item, _ in self.defs:
             for r in self._dsts(item):
                 counts[r] = counts.get(r, 0) + 1
+        self.ndefs = counts
         self.multi = {r for r, n in counts.items() if n > 1}
         # Gauss-Seidel: facts flow forward within a pass (defs are in program order), so straight-line
         # code settles in one pass and each loop back-edge costs one more; merges only grow, so it ends.
@@ -561,6 +565,10 @@ class _Facts:
 
 
 _SWAP = {"lt": "gt", "gt": "lt", "le": "ge", "ge": "le"}
+_NEGATE = {"lt": "ge", "ge": "lt", "le": "gt", "gt": "le"}
+_UNSIGNED_CMP = {"lo": "lt", "ls": "le", "hi": "gt", "hs": "ge"}
+_COUNTING = frozenset({"Binary", "Unary", "Setp"})   # the ops that can tell a loop-continuation test (_counters)
+_REGISTER_OPS = frozenset({"Mov", "Binary", "Mad", "Unary", "Setp", "Selp", "Cvt", "Cvta"})
 
 
 # ----------------------------------------------------------------------------- flow analysis
@@ -592,6 +600,7 @@ class _Access:
     key: tuple | None = None
     waited: bool = False
     region: tuple = ()          # the thread-varying conditions the issuing threads passed
+    later: frozenset = frozenset()  # (loop, pass) of the enclosing loops another iteration of which follows
 
 
 @dataclass(frozen=True)
@@ -645,6 +654,7 @@ class _Ctx:
     mult: int | None = None         # threads of the CTA that run this code, when known
     issuers: object = "all"         # CTAs of the cluster that run it: "all", 1, or None
     loops: tuple = ()
+    later: frozenset = frozenset()  # (loop, pass) of enclosing loops whose current iteration is not the last
     mc_log: list | None = None
 
 
@@ -707,6 +717,9 @@ class _Flow:
         self.init_sites = self._init_sites()
         self.arrive_sites, self.remote_arrives = self._arrive_sites()
         self.edits_maps = any(self._is_replace(i.op) or self._is_cp_fenceproxy(i.op) for i in k.walk())
+        self.passes: dict = {}      # loop -> the pass (1 or 2) over its body being walked
+        self.offsets: dict = {}     # reg -> (its version, loop, the counter's version, c): reg = counter + c
+        self.bounds: dict = {}      # pred -> (its version, loops it proves continue when true, when false)
 
     def run(self) -> list[Diagnostic]:
         ntid = self.k.directives.get("reqntid")
@@ -773,8 +786,9 @@ class _Flow:
                 self._wait_loop(s, st, ctx)
         return st
 
-    def _enter(self, ctx: _Ctx, cond, kind=None) -> _Ctx:
-        """The context of code that runs where `cond` holds."""
+    def _enter(self, ctx: _Ctx, cond, kind=None, st=None) -> _Ctx:
+        """The context of code that runs where `cond` holds (in state `st`, which tells whether `cond` is a
+        loop-continuation test of this iteration)."""
         neg = isinstance(cond, PredNot)
         v = self.facts.get(cond.reg if neg else cond)
         sel = None if neg else v.kind
@@ -795,7 +809,9 @@ class _Flow:
                 mult = None
         if CTA in v.tags:
             issuers = (1 if ctx.issuers == "all" else ctx.issuers) if sel == "sel_rank" else None
+        later = self._later(cond, st) if st is not None and ctx.loops else None
         return replace(ctx, region=region, mult=mult, issuers=issuers,
+                       later=(ctx.later | later) if later else ctx.later,
                        lane_div=ctx.lane_div or LANE in v.tags or kind == "elect",
                        warp_div=ctx.warp_div or bool(v.tags & VARYING) or kind == "elect")
 
@@ -804,9 +820,9 @@ class _Flow:
         varying = bool(v.tags & VARYING) or s.kind == "elect"
         cta = CTA in v.tags and not varying
         logs = ([], []) if cta else (ctx.mc_log, ctx.mc_log)
-        then_ctx = replace(self._enter(ctx, s.cond, s.kind), mc_log=logs[0])
+        then_ctx = replace(self._enter(ctx, s.cond, s.kind, st), mc_log=logs[0])
         else_cond = s.cond.reg if isinstance(s.cond, PredNot) else PredNot(s.cond)
-        else_ctx = replace(self._enter(ctx, else_cond), mc_log=logs[1])
+        else_ctx = replace(self._enter(ctx, else_cond, st=st), mc_log=logs[1])
         if s.kind == "elect":
             else_ctx = replace(else_ctx, mult=None if ctx.mult is None else max(0, ctx.mult - max(1, ctx.mult // 32)))
         entry = st.copy()
@@ -922,13 +938,18 @@ class _Flow:
         if bounds & VARYING:
             bctx = replace(bctx, lane_div=ctx.lane_div or LANE in bounds, warp_div=True, mult=None)
         entry = st.copy()
+        self.passes[s] = 1
         first = self._block(s.body, st.copy(), bctx)
+        if trips == 1:
+            self._carry(s, first, 1)
         if trips == 1 or first.dead:
             return first
         again = first.copy()
         again.last = {k: replace(v, prev_loop=s) for k, v in again.last.items()}
         self.bump(again, (s.var, s.cond))
+        self.passes[s] = 2
         second = self._block(s.body, again, bctx)
+        self._carry(s, second, 2)
         self.bump(second, (s.var, s.cond))
         if trips is not None:
             return second
@@ -939,9 +960,11 @@ class _Flow:
     def _instr(self, s: Instr, st: _State, ctx: _Ctx):
         op = s.op
         name = _opname(op)
-        ictx = self._enter(ctx, s.guard) if s.guard is not None else ctx
+        ictx = self._enter(ctx, s.guard, st=st) if s.guard is not None else ctx
         self._collective(s, op, ictx)
-        if name == "MbarrierInit":
+        if name in _REGISTER_OPS:
+            pass                    # registers only: nothing of the protocol
+        elif name == "MbarrierInit":
             self._init(s, op, st, ictx)
         elif name == "MbarrierInval":
             key = self._bar_key(op.addr, s)
@@ -1023,7 +1046,11 @@ class _Flow:
             st.unreleased = ()
             self._tmap_align(s, getattr(op, "src", None))
             self._tmap_align(s, getattr(op, "dst", None))
+        known = self._counters(op, name, st, ctx) if name in _COUNTING and ctx.loops and s.guard is None else None
         self.bump(st, op.defs())
+        if known is not None:
+            table, what = known
+            table[op.dst] = (st.ver[op.dst],) + what
 
     @staticmethod
     def _is_replace(op) -> bool:
@@ -1248,6 +1275,111 @@ class _Flow:
                    + ("the wait never returns" if e > d else "the tx-count underflows"))
         self.report("expect-tx-mismatch", msg, *(expects or loads), w, *srcs)
 
+    # ------------------------------------------------------------------ loop continuation
+
+    def _counters(self, op, name, st, ctx):
+        """What `op` will tell of the enclosing loops' counters, read from its operands before it runs:
+        (self.offsets, (loop, counter version, c)) for `d = counter + c`; (self.bounds, (loops proven when
+        true, when false)) for a setp that proves another iteration follows (`t + STAGES < n`), and for the
+        and/or/not of such predicates."""
+        if op.type is pred:
+            a = self._proven(op.a, st) or (frozenset(), frozenset())
+            if op.op == "not":
+                when = a[::-1]
+            else:
+                b = self._proven(op.b, st) or (frozenset(), frozenset())
+                when = {"and": (a[0] | b[0], frozenset()), "or": (frozenset(), a[1] | b[1])}.get(op.op, (None, None))
+            return (self.bounds, when) if when[0] or when[1] else None
+        if op.type.kind == "f" or name == "Unary":
+            return None
+        if name == "Binary":
+            if op.op not in ("add", "sub"):
+                return None
+            for x, y in ((op.a, op.b), (op.b, op.a))[:2 if op.op == "add" else 1]:
+                for loop, _ in ctx.loops:
+                    off = self._counter(x, loop, st)
+                    c = None if off is None else self._const(y)
+                    if c is not None:
+                        return self.offsets, (loop, st.ver.get(loop.var, 0), off + (c if op.op == "add" else -c))
+            return None
+        cmp = _UNSIGNED_CMP.get(op.cmp, op.cmp)
+        if cmp not in _NEGATE or not any(self._counter(v, loop, st) is not None
+                                         for v in (op.a, op.b) for loop, _ in ctx.loops):
+            return None
+        when = tuple(frozenset((loop, st.ver.get(loop.var, 0)) for loop, _ in ctx.loops
+                               if self._continues(c, op.a, op.b, loop, st)) for c in (cmp, _NEGATE[cmp]))
+        return (self.bounds, when) if when[0] or when[1] else None
+
+    def _proven(self, v, st):
+        """(when true, when false): the (loop, counter version) a predicate set in this state proves continue."""
+        p = v.reg if isinstance(v, PredNot) else v
+        rec = self.bounds.get(p) if isinstance(p, Reg) else None
+        if rec is None or rec[0] != st.ver.get(p, 0):
+            return None
+        return (rec[2], rec[1]) if isinstance(v, PredNot) else rec[1:]
+
+    def _const(self, v):
+        return int(v.value) if isinstance(v, Imm) else self.facts.get(v).const
+
+    def _counter(self, v, loop, st):
+        """c when `v` holds this iteration's counter of `loop` plus the constant c (None otherwise)."""
+        if v is loop.var:
+            return 0 if self.facts.ndefs.get(v) == 2 else None     # written by the loop alone
+        rec = self.offsets.get(v)
+        if rec is not None and rec[1] is loop and rec[0] == st.ver.get(v, 0) and rec[2] == st.ver.get(loop.var, 0):
+            return rec[3]
+        return None
+
+    def _stop_offset(self, v, loop):
+        """c when `v` is the stop bound of `loop` plus the constant c (None otherwise)."""
+        k, stop = self._const(v), self._const(loop.stop)
+        if k is not None and stop is not None:
+            return k - stop
+        if v is loop.stop and isinstance(v, Reg) and self.facts.ndefs.get(v, 0) <= 1:
+            return 0
+        return None
+
+    def _continues(self, cmp, a, b, loop, st) -> bool:
+        """Whether `a cmp b` holding means `loop` runs another iteration after this one."""
+        if cmp in ("gt", "ge"):
+            a, b, cmp = b, a, _SWAP[cmp]
+        if cmp not in ("lt", "le"):
+            return False
+        slack = int(cmp == "le")                            # a < b + slack
+        if loop.step > 0:           # counter + ca < stop + cb + slack; the next iteration needs counter + step < stop
+            ca, cb = self._counter(a, loop, st), self._stop_offset(b, loop)
+            return ca is not None and cb is not None and ca - cb - slack >= loop.step
+        ca, cb = self._counter(b, loop, st), self._stop_offset(a, loop)
+        return ca is not None and cb is not None and cb - ca - slack >= -loop.step
+
+    def _later(self, cond, st) -> frozenset:
+        """The (loop, pass) of the enclosing loops whose current iteration is not the last where `cond` holds:
+        a predicate set in this iteration (the counter's version is the same) by a continuation test such as
+        `t + STAGES < n`."""
+        proven = self._proven(cond, st)
+        if proven is None:
+            return frozenset()
+        return frozenset((loop, self.passes[loop]) for loop, ver in proven[0] if st.ver.get(loop.var, 0) == ver)
+
+    @staticmethod
+    def _carry(s, st, last):
+        """Loads still in flight after the last pass (`last`) of loop `s` that were issued only where another
+        iteration follows (`if t + STAGES < n`: no drain loop needed). With one pass they never run; after
+        the second, the iteration that follows retires each as the second pass retired the same load issued
+        by the first: gone from the loads in flight, or waited."""
+        if not any((s, last) in x.later for x in st.inflight):
+            return
+        before = {x.stmt: x for x in st.inflight if (s, 1) in x.later} if last == 2 else {}
+        out = []
+        for x in st.inflight:
+            if (s, last) in x.later:
+                prev = before.get(x.stmt)
+                if prev is None:
+                    continue
+                x = replace(x, waited=x.waited or prev.waited)
+            out.append(x)
+        st.inflight = tuple(out)
+
     # ------------------------------------------------------------------ TMA
 
     def _spec(self, tmap):
@@ -1309,7 +1441,7 @@ class _Flow:
         if dst is not None:
             self._overwrite(s, dst, st)
         key = self._bar_key(op.mbar, s)
-        st.inflight = st.inflight + (_Access(dst, s, key),)
+        st.inflight = st.inflight + (_Access(dst, s, key, later=ctx.later),)
         if key is None:
             st.acc = {k: None for k in st.acc}
             return
@@ -1353,7 +1485,7 @@ class _Flow:
         if dst is not None:
             self._overwrite(s, dst, st)
         key = self._bar_key(op.mbar, s)
-        st.inflight = st.inflight + (_Access(dst, s, key),)
+        st.inflight = st.inflight + (_Access(dst, s, key, later=ctx.later),)
         if key is None:
             st.acc = {k: None for k in st.acc}
             return

@@ -5,7 +5,7 @@ costs nothing when off."""
 import inspect
 import os
 import re
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import pytest
 from hypothesis import example, given
@@ -631,6 +631,113 @@ def test_warp_specialized_consumer_that_never_flips_its_parity():
         build(lambda k: warp_specialized(k, consumer_flips=False))
     assert info.value.rule == "loop-parity" and info.value.loc.line == bad_line(warp_specialized)
     assert check(build(lambda k: warp_specialized(k, consumer_flips=False, ntiles=2))) == []   # one pass per barrier
+
+
+RING_TILES, RING_STAGES = 8, 3
+
+
+def single_loop_ring(k, refill="ahead"):
+    """The pipelined copy of examples/tma_pipeline_copy.py as one loop with no drain: consume tile t, release
+    its stage, and refill the stage with tile t + STAGES only where `refill` says another iteration follows
+    (the clean forms), or where it does not prove that (the buggy ones: the last loads are never waited on)."""
+    tiles, stages = RING_TILES, RING_STAGES
+    src = k.param_tensormap("src", px.TensorMapSpec.tiled_for((tiles * 64, 256), "bf16", (64, 64)))
+    n = k.param("n", px.u32) if refill in ("param", "other_param") else tiles
+    other = k.param("m", px.u32) if refill == "other_param" else None
+    ring = k.shared("ring", stages * BOX, align=128)
+    full, empty = k.mbarrier("full", stages), k.mbarrier("empty", stages)
+    tid = k.tid_x()
+    t0 = k.setp("eq", tid, 0)
+    with k.if_(t0):
+        for s in range(stages):
+            k.mbarrier_init(full.at(8 * s), 1)
+            k.mbarrier_init(empty.at(8 * s), 128)
+        k.fence_mbarrier_init()
+    k.bar_sync(0)
+    with k.if_(t0):
+        for s in range(stages):
+            k.mbarrier_arrive_expect_tx(full.at(8 * s), BOX)
+            k.cp_async_bulk_tensor(ring.at(s * BOX), src, (0, 64 * s), mbar=full.at(8 * s))
+    stage, phase = k.mov(0, px.u32), k.mov(0, px.u32)
+    stale = k.setp("lt", k.mov(1, px.u32), tiles) if refill == "stale" else None
+    with k.loop(0, n) as t:
+        full_s, empty_s = k.mad(stage, 8, k.mov(full)), k.mad(stage, 8, k.mov(empty))
+        buf = k.mad(stage, BOX, k.mov(ring))
+        k.mbarrier_wait(full_s, parity=phase, sem="acquire", scope="cta")
+        k.ld(px.b32, k.add(buf, k.shl(tid, 4)), space="shared::cta", vec=4)
+        k.mbarrier_arrive(empty_s, sem="release", scope="cta")
+        more = {
+            "ahead": lambda: k.setp("lt", k.add(t, stages), tiles),              # t + STAGES < TILES
+            "param": lambda: k.setp("lt", k.add(t, stages), n),                  # ... < n, the loop's stop
+            "below": lambda: k.setp("lt", t, tiles - stages),
+            "swapped": lambda: k.setp("gt", tiles, k.add(t, stages)),
+            "not_past": lambda: ~k.setp("ge", k.add(t, stages), tiles),
+            "every": lambda: None,                                               # refills after the last tile too
+            "always_true": lambda: k.setp("lt", t, tiles),
+            "off_by_one": lambda: k.setp("le", k.add(t, 1), tiles),
+            "other_param": lambda: k.setp("lt", k.add(t, stages), other),        # not the loop's stop
+            "stale": lambda: stale,                                              # set by the previous iteration
+        }[refill]()
+        with k.if_(t0), (k.if_(more) if more is not None else nullcontext()):
+            k.mbarrier_wait(empty_s, parity=phase, sem="acquire", scope="cta")
+            k.mbarrier_arrive_expect_tx(full_s, BOX, sem="release", scope="cta")
+            k.cp_async_bulk_tensor(buf, src, (0, k.mul(k.add(t, stages), 64)), mbar=full_s)  # REFILL
+        if refill == "stale":
+            k.setp("lt", k.add(t, 1), tiles, out=stale)
+        k.add(stage, 1, out=stage)
+        with k.if_(k.setp("eq", stage, stages)):
+            k.mov(0, px.u32, out=stage)
+            k.xor(phase, 1, out=phase)
+
+
+@pytest.mark.parametrize("refill", ["ahead", "param", "below", "swapped", "not_past"])
+def test_single_loop_ring_that_refills_only_while_tiles_remain_passes_clean(refill):
+    kernel = build(lambda k: single_loop_ring(k, refill))
+    assert check(kernel) == []
+    px.assemble(px.emit(kernel), "sm_90a")
+
+
+@pytest.mark.parametrize("refill", ["every", "always_true", "off_by_one", "other_param", "stale"])
+def test_single_loop_ring_whose_last_refill_is_never_waited_on(refill):
+    line = marked_line(single_loop_ring, "# REFILL")
+    with pytest.raises(px.VerifyError, match=f"the kernel exits at its end while the TMA load at line {line} may "
+                                             f"still be writing") as info:
+        build(lambda k: single_loop_ring(k, refill))
+    assert info.value.rule == "tma-load-race" and info.value.loc.line == line
+
+
+def test_continuation_test_of_an_outer_loop_and_a_loop_of_one_trip():
+    def nested(k, outer_test):
+        src, tile, bar, tid, t0 = setup(k)
+        init(k, bar, t0)
+        load(k, src, tile, bar, t0)
+        phase = k.mov(0, px.u32)
+        with k.loop(0, 4) as t:
+            k.mbarrier_wait(bar, parity=phase)
+            k.ld(px.u32, each_thread(k, tile, tid), space="shared::cta")
+            k.bar_sync(0)
+            more = k.setp("lt", k.add(t, 1), 4)
+            with k.loop(0, 2) as j:
+                with k.if_(k.and_(t0, k.setp("eq", j, 1))), k.if_(more if outer_test else k.setp("lt", j, 2)):
+                    k.mbarrier_arrive_expect_tx(bar, BOX)
+                    k.cp_async_bulk_tensor(tile, src, (0, k.shl(t, 6)), mbar=bar)  # REFILL
+            k.xor(phase, 1, out=phase)
+
+    def one_trip(k):
+        src, tile, bar, tid, t0 = setup(k)
+        init(k, bar, t0)
+        with k.loop(0, 1) as t:
+            load(k, src, tile, bar, t0)
+            k.mbarrier_wait(bar, parity=0)
+            with k.if_(k.and_(t0, k.setp("lt", k.add(t, 1), 1))):     # never true
+                k.mbarrier_arrive_expect_tx(bar, BOX)
+                k.cp_async_bulk_tensor(tile, src, (0, 64), mbar=bar)
+
+    assert check(build(lambda k: nested(k, True))) == []
+    assert check(build(one_trip)) == []
+    with pytest.raises(px.VerifyError, match="the kernel exits at its end") as info:
+        build(lambda k: nested(k, False))       # j < 2 says nothing of t: the last refill is never waited on
+    assert info.value.loc.line == marked_line(nested, "# REFILL")
 
 
 # ---------------------------------------------------------------------- debug mode: zero cost when off
