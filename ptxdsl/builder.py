@@ -454,7 +454,7 @@ class KernelBuilder:
             raise DSLError("loop inside a guard() block is not allowed", loc)
         from .isa.base import value
         try:
-            start, stop = value("loop start", start, t), value("loop stop", stop, t)
+            start, stop = value("loop start", start, t, sreg=True), value("loop stop", stop, t)
         except PtxdslError as e:
             raise e.at(loc) from None
         node = Loop(self.kernel.new_reg(t), start, stop, step, self.kernel.new_reg(pred), loc=loc)

@@ -137,6 +137,37 @@ def test_error_wrong_operand_type():
             lambda k: k.mbarrier_init(k.mbarrier("b"), k.mov(sreg.clock64)))
 
 
+def _sreg_loop_stop(k):
+    with k.loop(0, sreg.ntid_x):
+        pass
+
+
+@pytest.mark.parametrize("build, shown", [
+    (lambda k: k.mul(sreg.ctaid_x, 64), r"mul a=%ctaid\.x: .*; read it first: k\.mov\(sreg\.ctaid_x\)$"),
+    (lambda k: k.add(k.mov(sreg.tid_x), sreg.laneid), r"add b=%laneid: .*k\.mov\(sreg\.laneid\)$"),
+    (lambda k: k.mad(k.mov(sreg.tid_x), 4, sreg.cluster_ctaid_y), r"mad c=%cluster_ctaid\.y: .*cluster_ctaid_y\)$"),
+    (lambda k: k.setp("eq", sreg.tid_x, 0), "setp a=%tid.x"),
+    (lambda k: k.cvt(px.u64, sreg.tid_x), "cvt a=%tid.x"),
+    (lambda k: k.st(px.u32, k.param_ptr("out"), sreg.smid), r"st value\[0\]=%smid"),
+    (lambda k: k.mbarrier_init(k.mbarrier("b"), sreg.ntid_x), "mbarrier.init count=%ntid.x"),
+    (_sreg_loop_stop, "loop stop=%ntid.x"),
+])
+def test_error_special_register_as_an_operand(build, shown):
+    e = _raises(px.DSLError, shown, build)
+    assert "a special register is only an operand of mov" in str(e), str(e)
+
+
+def test_special_registers_are_read_with_mov_or_start_a_loop():
+    with px.kernel("t", reqntid=128) as k:
+        out = k.param_ptr("out")
+        x = k.mul(k.mov(sreg.ctaid_x), 64)
+        with k.loop(sreg.tid_x, 1024, 128) as i:
+            k.st(px.u32, k.add(out, k.cvt(px.u64, k.add(x, i))), i)
+    lines = body(k)
+    assert "mul.lo.u32 %r2, %r1, 64;" in lines and "mov.u32 %r3, %tid.x;" in lines
+    px.assemble(px.emit(k), "sm_90a")
+
+
 def test_error_wrong_state_space():
     _raises(px.DSLError, r"expected a shared::cta address, got a global address",
             lambda k: k.mbarrier_init(k.param_ptr("out"), 1))

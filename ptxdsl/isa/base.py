@@ -88,8 +88,9 @@ def describe(v) -> str:
     return repr(v)
 
 
-def value(what: str, v, t: ScalarType, *, imm: bool = True):
-    """A register of t's width (or, with imm, a Python number turned into an Imm of type t)."""
+def value(what: str, v, t: ScalarType, *, imm: bool = True, sreg: bool = False):
+    """A register of t's width (or, with imm, a Python number turned into an Imm of type t; with sreg, a
+    special register, for the operands that become a mov source)."""
     if isinstance(v, bool):
         v = int(v)
     if isinstance(v, (int, float)) and not isinstance(v, bool):
@@ -104,6 +105,9 @@ def value(what: str, v, t: ScalarType, *, imm: bool = True):
         return Imm(v, t)
     if isinstance(v, Imm):
         return Imm(v.value, t)
+    if isinstance(v, SpecialReg) and not sreg:
+        raise DSLError(f"{what}={v.name}: a special register is only an operand of mov (ptxas: \"Special register "
+                       f"argument not allowed\"); read it first: k.mov(sreg.{v.name[1:].replace('.', '_')})")
     if isinstance(v, (Reg, SpecialReg)):
         if t is pred or v.type is pred:
             if v.type is not t:
