@@ -1,5 +1,6 @@
-"""Per seed example: time to build and emit the PTX in Python, to assemble it with nvJitLink, and
-(on a GPU) to JIT-load it with the driver (cold, then cached). Medians of repeated runs.
+"""Per example: time to build and emit the PTX in Python (the static verifier runs when the kernel is
+closed: its share is shown apart), to assemble it with nvJitLink, and (on a GPU) to JIT-load it with
+the driver (cold, then cached). Medians of repeated runs.
 
     python bench/bench_build.py [--repeat 200]
 """
@@ -14,7 +15,7 @@ sys.path.insert(0, str(ROOT / "examples"))
 
 import ptxdsl as px  # noqa: E402
 
-EXAMPLES = ["tma_load_tile", "tma_store_tile", "tma_reduce_tile"]
+EXAMPLES = ["tma_load_tile", "tma_store_tile", "tma_reduce_tile", "tma_pipeline_copy"]
 
 
 def median_ms(fn, repeat):
@@ -43,6 +44,12 @@ def build_fn(name):
     return build
 
 
+def ns_kernel(name):
+    import importlib
+
+    return importlib.import_module(name).k.finish()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=200)
@@ -50,11 +57,16 @@ def main():
     from ptxdsl.runtime.driver import driver_available
 
     gpu = driver_available()
-    print(f"{'example':18} {'build+emit ms':>14} {'assemble ms':>12} {'JIT load cold ms':>17} {'JIT load warm ms':>17}")
+    from ptxdsl.verify import verify_kernel
+
+    print(f"{'example':18} {'build+emit ms':>14} {'(verify ms)':>12} {'assemble ms':>12} {'JIT load cold ms':>17} "
+          f"{'JIT load warm ms':>17}")
     for name in EXAMPLES:
         build = build_fn(name)
         t_build = median_ms(build, args.repeat)
         text = build()
+        kernel = ns_kernel(name)
+        t_verify = median_ms(lambda: verify_kernel(kernel), args.repeat)
         t_asm = median_ms(lambda: px.assemble(text, "sm_90a"), max(5, args.repeat // 10))
         cold = warm = float("nan")
         if gpu:
@@ -66,7 +78,7 @@ def main():
             load_ptx(unique).unload()
             cold = 1e3 * (time.perf_counter() - t0)
             warm = median_ms(lambda: load_ptx(unique).unload(), 20)
-        print(f"{name:18} {t_build:14.3f} {t_asm:12.2f} {cold:17.2f} {warm:17.2f}")
+        print(f"{name:18} {t_build:14.3f} {t_verify:12.3f} {t_asm:12.2f} {cold:17.2f} {warm:17.2f}")
 
 
 if __name__ == "__main__":
