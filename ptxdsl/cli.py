@@ -105,6 +105,9 @@ def cmd_run(args) -> int:
     bad = 0
     for path in args.files:
         kernels, ns = load_kernels(path)
+        if not kernels:
+            print(f"{path}: defines no kernels")
+            continue
         ptx = emit(_module_of(kernels, args))
         t0 = time.perf_counter()
         assemble(ptx.text, _asm_arch(args), origins=ptx.origins)
