@@ -1438,6 +1438,10 @@ class _Flow:
         self._coords(s, op)
         self._smem_align(s, op.dst, spec, "the TMA destination")
         dst = self._box_range(s, op.dst, spec, "destination")
+        self._complete_on_barrier(s, op, st, ctx, dst, self._tx_bytes(spec), log_multicast=True)
+
+    def _complete_on_barrier(self, s, op, st, ctx, dst, size, log_multicast=False):
+        """An async write of `dst` whose `size` bytes complete on op.mbar (multicast counted)."""
         if dst is not None:
             self._overwrite(s, dst, st)
         key = self._bar_key(op.mbar, s)
@@ -1446,11 +1450,11 @@ class _Flow:
             st.acc = {k: None for k in st.acc}
             return
         self._use(key, s, st, ctx, "tma")
-        n = self._times(self._tx_bytes(spec), ctx.mult)
+        n = self._times(size, ctx.mult)
         mc = getattr(op, "multicast", None)
         if mc is not None:
             n = self._multicast(s, mc, n, ctx)
-            if ctx.mc_log is not None and n is not None:
+            if log_multicast and ctx.mc_log is not None and n is not None:
                 ctx.mc_log.append((key, n))
         self._deliver(st, key, n, s)
 
@@ -1482,18 +1486,7 @@ class _Flow:
         if size is None and getattr(op, "size", None) is None and hasattr(op, "type") and hasattr(op, "src"):
             size = op.type.nbytes * (len(op.src) if isinstance(op.src, tuple) else 1)
         dst = self.rng(op.dst, size) if getattr(op, "dst", None) is not None else None
-        if dst is not None:
-            self._overwrite(s, dst, st)
-        key = self._bar_key(op.mbar, s)
-        st.inflight = st.inflight + (_Access(dst, s, key, later=ctx.later),)
-        if key is None:
-            st.acc = {k: None for k in st.acc}
-            return
-        self._use(key, s, st, ctx, "tma")
-        n = self._times(size, ctx.mult)
-        if getattr(op, "multicast", None) is not None:
-            n = self._multicast(s, op.multicast, n, ctx)
-        self._deliver(st, key, n, s)
+        self._complete_on_barrier(s, op, st, ctx, dst, size)
 
     def _tma_read(self, s, op, st, ctx):
         spec = self._spec(op.tmap)
