@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Everything a CUDA machine should run, in one go: the GPU tests, the examples in both forms, the
+# benchmarks, and (with --sanitize) the compute-sanitizer job. Logs go to $OUT (default /tmp/ptxdsl-gpu).
+#
+#   tests/gpu_all.sh [--sanitize]
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/ptxdsl-gpu}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+export HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-gpu}
+PY=${PYTHON:-python3}
+status=0
+step() {            # step NAME COMMAND...: run it, keep its log, remember a failure
+    local name=$1
+    shift
+    echo "== $name: $*"
+    "$@" 2>&1 | tee "$OUT/$name.log"
+    local rc=${PIPESTATUS[0]}
+    [ "$rc" = 0 ] || { echo "== $name: exit $rc"; status=1; }
+}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null
+step gpu-tests "$PY" -m pytest -q -p no:cacheprovider -m gpu -rs tests
+step examples "$PY" -m ptxdsl.cli run examples/tma_*
+step bench-build "$PY" bench/bench_build.py --repeat 200
+step bench-copy "$PY" bench/bench_copy.py
+if [ "${1:-}" = "--sanitize" ]; then
+    step sanitize tests/gpu_sanitize.sh
+fi
+exit $status
