@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 
 from .emit import resolve_target
 from .errors import SourceLoc, TargetError, VerifyError
-from .ir import (MAX_SHARED_PER_BLOCK, MAX_STATIC_SHARED, Addr, If, Imm, Instr, Kernel, Loop, PredNot, Reg,
+from .ir import (MAX_SHARED_PER_BLOCK, MAX_STATIC_SHARED, Addr, If, Imm, Instr, Kernel, LabelStmt, Loop, PredNot, Reg,
                  SharedAlloc, SpecialReg, TensorMapRef, WaitLoop)
 from .reference import smem_layout, tx_bytes
 from .tensormap import SWIZZLE_SPAN
@@ -331,6 +331,8 @@ class _Facts:
         self.k = k
         self.vals: dict[Reg, _Val] = {}
         self.defs: list = []               # (stmt-ish, enclosing conditions)
+        self.region_end: dict[int, int] = {}   # index of a loop's first body def -> end of its defs
+        self.raw_labels = False
         self._collect(k.body, ())
         counts: dict[Reg, int] = {}
         for item, _ in self.defs:
@@ -338,23 +340,48 @@ class _Facts:
                 counts[r] = counts.get(r, 0) + 1
         self.ndefs = counts
         self.multi = {r for r, n in counts.items() if n > 1}
-        # Gauss-Seidel: facts flow forward within a pass (defs are in program order), so straight-line
-        # code settles in one pass and each loop back-edge costs one more; merges only grow, so it ends.
-        for _ in range(128):
-            changed = False
-            for item, conds in self.defs:
-                for r, v in self._transfer(item):
-                    if v is None:
-                        continue
-                    if r in self.multi and conds:
-                        ctl = frozenset().union(*(self.get(c).tags for c in conds)) & (VARYING | {CTA})
-                        v = replace(v, tags=v.tags | ctl)
-                    merged = _merge(self.vals.get(r), v)
-                    if merged != self.vals.get(r):
-                        self.vals[r] = merged
-                        changed = True
-            if not changed:
-                break
+        # Facts flow forward in program order; a loop's defs are iterated until they settle (merges only
+        # grow, so that ends), then the walk goes on. Hand-written labels may branch anywhere: then the
+        # whole kernel is iterated instead.
+        if self.raw_labels:
+            for _ in range(128):
+                if not self._solve(0, len(self.defs), regions=False):
+                    break
+        else:
+            self._solve(0, len(self.defs))
+
+    def _solve(self, lo, hi, outer=None, regions=True) -> bool:
+        """One forward pass over defs[lo:hi], each loop region inside it iterated to its fixpoint.
+        Returns whether any fact changed."""
+        changed = False
+        i = lo
+        while i < hi:
+            end = self.region_end.get(i) if regions else None
+            if end is not None and i != outer:
+                for _ in range(128):
+                    if not self._solve(i, end, outer=i):
+                        break
+                    changed = True
+                i = end
+            else:
+                changed |= self._step(*self.defs[i])
+                i += 1
+        return changed
+
+    def _step(self, item, conds) -> bool:
+        changed = False
+        for r, v in self._transfer(item):
+            if v is None:
+                continue
+            if r in self.multi and conds:
+                ctl = frozenset().union(*(self.get(c).tags for c in conds)) & (VARYING | {CTA})
+                v = replace(v, tags=v.tags | ctl)
+            old = self.vals.get(r)
+            merged = _merge(old, v)
+            if merged != old:
+                self.vals[r] = merged
+                changed = True
+        return changed
 
     def _collect(self, stmts, conds):
         for s in stmts:
@@ -366,10 +393,14 @@ class _Facts:
                 self._collect(s.orelse or [], inner)
             elif isinstance(s, Loop):
                 self.defs.append((("loop-start", s), conds))
+                begin = len(self.defs)
                 self.defs.append((("loop-step", s), conds))
                 self._collect(s.body, conds + (s.cond,))
+                self.region_end[begin] = len(self.defs)
             elif isinstance(s, WaitLoop):
                 self.defs.append((s.op, conds))
+            elif isinstance(s, LabelStmt):
+                self.raw_labels = True
 
     @staticmethod
     def _dsts(item):
