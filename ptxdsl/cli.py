@@ -66,7 +66,7 @@ def _asm_arch(args) -> str:
 def cmd_emit(args) -> int:
     for path in args.files:
         kernels = _select(load_kernels(path)[0], args.kernel)
-        ptx = emit(_module_of(kernels, args), source_comments=args.source_comments)
+        ptx = emit(_module_of(kernels, args), source_comments=args.source_comments, line_info=args.line_info)
         sys.stdout.write(ptx.text)
         if args.check:
             from .assemble import assemble
@@ -152,6 +152,8 @@ def main(argv=None) -> int:
         if name == "emit":
             p.add_argument("--check", action="store_true", help="also assemble and print resource usage")
             p.add_argument("--source-comments", action="store_true", help="comment each PTX line with its origin")
+            p.add_argument("--line-info", action="store_true",
+                           help=".file/.loc directives mapping the code to its source lines (profilers, debuggers)")
         p.set_defaults(fn=fn)
     args = ap.parse_args(argv)
     try:

@@ -65,17 +65,25 @@ def resolve_target(kernels, arch=None, ptx=None) -> Target:
     return resolve(requirements(kernels), arch, ptx)
 
 
-def emit(obj, *, arch: str | None = None, ptx=None, source_comments: bool = False) -> PTX:
-    """Print a Kernel, KernelBuilder or Module as a PTX module."""
+def emit(obj, *, arch: str | None = None, ptx=None, source_comments: bool = False,
+         line_info: bool = False) -> PTX:
+    """Print a Kernel, KernelBuilder or Module as a PTX module.
+
+    source_comments: a `// file.py:12` comment wherever the source line changes.
+    line_info: `.file`/`.loc` directives, so profilers and debuggers (ncu's source view, cuda-gdb)
+    map the machine code back to the builder calls or .ptxd lines.
+    """
     if hasattr(obj, "finish"):
         obj = obj.finish()
     kernels = obj.kernels if isinstance(obj, Module) else [obj]
     if isinstance(obj, Module):
         arch, ptx = arch or obj.arch, ptx or obj.ptx
     target = resolve_target(kernels, arch, ptx)
-    w = _Writer(source_comments)
+    w = _Writer(source_comments, _source_files(kernels) if line_info else None)
     w.raw(HEADER)
     w.raw(f".version {target.version}\n.target {target.arch}\n.address_size 64\n")
+    if w.files:
+        w.raw("\n" + "".join(f'.file {i} "{f}"\n' for f, i in w.files.items()))
     infos = {}
     for k in kernels:
         if any(a.dynamic for a in k.shared):
@@ -98,12 +106,23 @@ def _parity_text(op) -> str:
     return str(v.value) if isinstance(v, Imm) else str(v)
 
 
+def _source_files(kernels) -> dict:
+    """Every source file the kernels' ops came from, numbered from 1 in order of first use."""
+    files: dict[str, int] = {}
+    for k in kernels:
+        for ins in k.walk():
+            if ins.loc is not None and ins.loc.file not in files:
+                files[ins.loc.file] = len(files) + 1
+    return files
+
+
 class _Writer:
-    def __init__(self, source_comments: bool):
+    def __init__(self, source_comments: bool, files: dict | None = None):
         self.parts: list[str] = []
         self.line = 1
         self.origins: dict[int, SourceLoc] = {}
         self.comments = source_comments
+        self.files = files or {}
         self._last_loc = None
 
     def raw(self, text: str):
@@ -112,8 +131,11 @@ class _Writer:
 
     def instr(self, text: str, loc: SourceLoc | None, guard=None):
         g = f"@{guard} " if guard is not None else ""
-        if self.comments and loc is not None and loc != self._last_loc:
-            self.raw(f"\t// {loc}\n")
+        if loc is not None and loc != self._last_loc:
+            if self.comments:
+                self.raw(f"\t// {loc}\n")
+            if loc.file in self.files:
+                self.raw(f"\t.loc {self.files[loc.file]} {loc.line} {loc.col}\n")
             self._last_loc = loc
         if loc is not None:
             self.origins[self.line] = loc

@@ -261,3 +261,21 @@ def test_structured_statements_record_the_users_line():
     stmts = k.kernel.body[2:]
     assert [s.loc.line for s in stmts if hasattr(s, "then") or hasattr(s, "body")] == [line, line + 2, line + 4]
     assert all(os.path.basename(s.loc.file) == HERE for s in stmts)
+
+
+def test_line_info_maps_code_to_the_users_lines():
+    import inspect
+
+    with px.kernel("t") as k:
+        line = inspect.currentframe().f_lineno + 1
+        tid = k.mov(sreg.tid_x)
+        k.add(tid, 1)
+    plain = px.emit(k).text
+    ptx = px.emit(k, line_info=True)
+    assert ".file" not in plain and ".loc" not in plain
+    assert f'.file 1 "{__file__}"' in ptx.text
+    assert f"\t.loc 1 {line} 0\n\tmov.u32 %r1, %tid.x;" in ptx.text
+    assert f"\t.loc 1 {line + 1} 0\n\tadd.u32 %r2, %r1, 1;" in ptx.text
+    lines = ptx.text.splitlines()
+    assert all(lines[n - 1].strip().startswith(("mov", "add", "ret")) for n in ptx.origins)
+    assert px.assemble(ptx, "sm_90a").kernels["t"].registers > 0
