@@ -32,6 +32,7 @@ class KernelInfo:
     cluster_dims: tuple | None
     debug: bool
     wait_sites: list = field(default_factory=list)    # [(loc, barrier name, parity text)] for debug reports
+    needs_cluster: object = None                      # the loc of an op that only runs in a cluster launch
 
 
 @dataclass
@@ -91,8 +92,19 @@ def emit(obj, *, arch: str | None = None, ptx=None, source_comments: bool = Fals
     for k in kernels:
         _KernelEmitter(k, w).emit()
         infos[k.name] = KernelInfo(k.name, list(k.params), k.dynamic_shared_bytes, k.cluster_dims, k.debug,
-                                   [(s.loc, _bar_name(s.op.addr), _parity_text(s.op)) for s in k.wait_sites])
+                                   [(s.loc, _bar_name(s.op.addr), _parity_text(s.op)) for s in k.wait_sites],
+                                   _cluster_only_op(k))
     return PTX("".join(w.parts), target, w.origins, infos)
+
+
+def _cluster_only_op(k: Kernel):
+    """Where the kernel copies shared::cta -> shared::cluster with cp.async.bulk: on the H200 that is an
+    illegal instruction unless the kernel runs as a cluster, even into its own CTA (docs/hardware-notes.md)."""
+    for ins in k.walk():
+        op = ins.op
+        if getattr(op, "dst_space", None) == "shared::cluster" and getattr(op, "src_space", None) == "shared::cta":
+            return ins.loc or k.loc
+    return None
 
 
 def _bar_name(addr) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ctypes
 
 from .emit import PTX, STATE_WAIT, emit
-from .errors import CudaError, KernelTrap
+from .errors import CudaError, KernelTrap, LaunchError, SourceLoc
 
 DEBUG_RECORD_BYTES = 16
 
@@ -53,6 +53,7 @@ class Launcher:
         from .runtime.launch import launch
 
         info = self.info
+        check_cluster_launch(info, cluster)
         shared = info.dynamic_shared_bytes if shared_bytes is None else shared_bytes
         record = _DebugRecord() if info.debug else None
         if record is not None:
@@ -68,6 +69,16 @@ class Launcher:
         finally:
             if record is not None:
                 record.free()
+
+
+def check_cluster_launch(info, cluster) -> None:
+    """LaunchError for a kernel with a cluster-only copy launched without a cluster (it would die with an
+    illegal instruction): neither `cluster=` at launch nor .reqnctapercluster in the kernel."""
+    if info.needs_cluster is not None and cluster is None and info.cluster_dims is None:
+        raise LaunchError(f"kernel {info.name!r} copies shared::cta -> shared::cluster (cp.async.bulk at "
+                          f"{info.needs_cluster}), which runs only in a cluster launch: pass cluster=(1, 1, 1) "
+                          f"or more, or build the kernel with reqnctapercluster=", SourceLoc.caller(),
+                          rule="launch.cluster-required")
 
 
 def _with_debug(info, args, record):

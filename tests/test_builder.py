@@ -279,3 +279,26 @@ def test_line_info_maps_code_to_the_users_lines():
     lines = ptx.text.splitlines()
     assert all(lines[n - 1].strip().startswith(("mov", "add", "ret")) for n in ptx.origins)
     assert px.assemble(ptx, "sm_90a").kernels["t"].registers > 0
+
+
+def test_cluster_only_copy_needs_a_cluster_launch():
+    from ptxdsl.program import check_cluster_launch
+
+    def build(**kw):
+        with px.kernel("t", reqntid=32, **kw) as k:
+            a, b = k.shared("a", 256, align=128), k.shared("b", 256, align=128)
+            bar = k.mbarrier("bar")
+            with k.elect_one():
+                k.mbarrier_init(bar, 1)
+                k.fence_mbarrier_init()
+                k.mbarrier_arrive_expect_tx(bar, 256)
+                k.cp_async_bulk(b, a, 256, dst_space="shared::cluster", src_space="shared::cta", mbar=bar)
+                k.mbarrier_wait(bar, parity=0)
+        return px.emit(k).kernels["t"]
+
+    info = build()
+    with pytest.raises(px.LaunchError, match=r"runs only in a cluster launch") as e:
+        check_cluster_launch(info, None)
+    assert os.path.basename(e.value.loc.file) == HERE
+    check_cluster_launch(info, (1, 1, 1))
+    check_cluster_launch(build(reqnctapercluster=2), None)
