@@ -243,6 +243,25 @@ def _reversed_or_empty(values) -> tuple[int, ...]:
     return tuple(reversed(tuple(values))) if values is not None else ()
 
 
+def _array_layout(arr):
+    """(shape, dtype, byte strides, device address) of an array-like, numpy order."""
+    if callable(getattr(arr, "data_ptr", None)) and callable(getattr(arr, "stride", None)):
+        esize = arr.element_size()
+        dtype = str(arr.dtype).replace("torch.", "")
+        dtype = {"bfloat16": "bf16", "float16": "f16", "float32": "f32", "float64": "f64", "int8": "s8", "int16": "s16",
+                 "int32": "s32", "int64": "s64", "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64"}.get(dtype, dtype)
+        return tuple(arr.shape), dtype, tuple(s * esize for s in arr.stride()), int(arr.data_ptr())
+    cai = getattr(arr, "__cuda_array_interface__", None)
+    if cai is not None and not hasattr(arr, "ptr"):
+        import numpy as np
+
+        dt = np.dtype(cai["typestr"])
+        shape = tuple(cai["shape"])
+        strides = cai.get("strides") or _c_strides(shape, dt.itemsize)
+        return shape, dt, tuple(strides), int(cai["data"][0])
+    return tuple(arr.shape), arr.dtype, tuple(arr.strides), getattr(arr, "ptr", 0)
+
+
 @dataclass(frozen=True)
 class TensorMapSpec:
     """All fields of one CUtensorMap. Lists are innermost-first (dimension 0 = contiguous)."""
@@ -354,7 +373,10 @@ class TensorMapSpec:
 
     @classmethod
     def from_array(cls, arr, box, **kw) -> "TensorMapSpec":
-        """A validated tiled map over a numpy array or DeviceArray (its shape, dtype, strides and .ptr if any)."""
-        kw.setdefault("address", getattr(arr, "ptr", 0))
-        kw.setdefault("strides", arr.strides)
-        return cls.tiled_for(arr.shape, arr.dtype, box, **kw)
+        """A validated tiled map over an array: a DeviceArray or numpy array (shape, dtype, byte strides,
+        .ptr if any), a torch tensor (data_ptr(), element strides), or any __cuda_array_interface__ object.
+        `box` is in numpy order, like the shape."""
+        shape, dtype, strides, address = _array_layout(arr)
+        kw.setdefault("address", address)
+        kw.setdefault("strides", strides)
+        return cls.tiled_for(shape, dtype, box, **kw)

@@ -376,3 +376,40 @@ def test_misaligned_stride_is_named(spec, data):
     i = data.draw(st.integers(0, spec.rank - 2))
     strides = spec.strides[:i] + (spec.strides[i] + 8,) + spec.strides[i + 1:]
     broken(replace(spec, strides=strides), "stride-align", f"strides[{i}]={spec.strides[i] + 8}")
+
+
+class _FakeTorch:
+    """Just the torch.Tensor surface from_array reads (data_ptr, stride in elements, element_size)."""
+
+    def __init__(self, shape, stride, dtype, esize, ptr):
+        self.shape, self._stride, self.dtype, self._esize, self._ptr = shape, stride, dtype, esize, ptr
+
+    def data_ptr(self):
+        return self._ptr
+
+    def stride(self):
+        return self._stride
+
+    def element_size(self):
+        return self._esize
+
+
+class _FakeCAI:
+    def __init__(self, shape, typestr, ptr, strides=None):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (ptr, False),
+                                         "strides": strides, "version": 3}
+
+
+def test_from_array_reads_torch_like_tensors():
+    t = _FakeTorch((256, 512), (1024, 1), "torch.bfloat16", 2, 0x7F0000001000)
+    spec = TensorMapSpec.from_array(t, (64, 64))
+    assert (spec.dtype, spec.dims, spec.strides, spec.box, spec.global_address) == \
+        ("bf16", (512, 256), (2048,), (64, 64), 0x7F0000001000)
+
+
+def test_from_array_reads_cuda_array_interface():
+    c = _FakeCAI((8, 16, 32), "<f4", 0x10000)
+    spec = TensorMapSpec.from_array(c, (2, 4, 8))
+    assert (spec.dtype, spec.dims, spec.strides, spec.global_address) == ("f32", (32, 16, 8), (128, 2048), 0x10000)
+    padded = _FakeCAI((8, 16), "<u2", 0x10000, strides=(64, 2))
+    assert TensorMapSpec.from_array(padded, (8, 16)).strides == (64,)

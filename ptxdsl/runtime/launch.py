@@ -86,13 +86,15 @@ class _Arg:
             address = v.ptr
         elif isinstance(v, np.ndarray):
             raise self.error("a pointer argument is device memory; copy host arrays with to_device()", "arg-type")
+        elif callable(getattr(v, "data_ptr", None)):          # a torch tensor (bf16 has no CAI there)
+            address = int(v.data_ptr())
         elif hasattr(v, "__cuda_array_interface__"):
             address = v.__cuda_array_interface__["data"][0]
         elif isinstance(v, Integral) and not isinstance(v, bool) and 0 <= v < 2**64:
             address = int(v)
         else:
-            raise self.error("a pointer argument is a DeviceArray, a __cuda_array_interface__ object or "
-                             "a 64-bit address", "arg-type")
+            raise self.error("a pointer argument is a DeviceArray, a torch tensor, a __cuda_array_interface__ "
+                             "object or a 64-bit address", "arg-type")
         return ctypes.c_void_p(address), ctypes.c_void_p
 
     def _tensormap(self):
