@@ -147,7 +147,7 @@ def _sreg_loop_stop(k):
     (lambda k: k.add(k.mov(sreg.tid_x), sreg.laneid), r"add b=%laneid: .*k\.mov\(sreg\.laneid\)$"),
     (lambda k: k.mad(k.mov(sreg.tid_x), 4, sreg.cluster_ctaid_y), r"mad c=%cluster_ctaid\.y: .*cluster_ctaid_y\)$"),
     (lambda k: k.setp("eq", sreg.tid_x, 0), "setp a=%tid.x"),
-    (lambda k: k.cvt(px.u64, sreg.tid_x), "cvt a=%tid.x"),
+    (lambda k: k.cvt(px.f32, sreg.tid_x), "cvt a=%tid.x"),
     (lambda k: k.st(px.u32, k.param_ptr("out"), sreg.smid), r"st value\[0\]=%smid"),
     (lambda k: k.mbarrier_init(k.mbarrier("b"), sreg.ntid_x), "mbarrier.init count=%ntid.x"),
     (_sreg_loop_stop, "loop stop=%ntid.x"),
@@ -155,6 +155,13 @@ def _sreg_loop_stop(k):
 def test_error_special_register_as_an_operand(build, shown):
     e = _raises(px.DSLError, shown, build)
     assert "a special register is only an operand of mov" in str(e), str(e)
+
+
+def test_integer_cvt_of_a_special_register_assembles():
+    with px.kernel("t") as k:
+        k.cvt(px.u64, sreg.tid_x)
+    assert "cvt.u64.u32 %rd1, %tid.x;" in px.emit(k).text
+    assert px.assemble(px.emit(k), "sm_90a").kernels["t"]
 
 
 def test_special_registers_are_read_with_mov_or_start_a_loop():

@@ -300,7 +300,8 @@ class Cvt(Op):
         allowed = {None, "rn", "rz", "rm", "rp"} if d.kind == "f" else {None, "rni", "rzi", "rmi", "rpi"}
         choice("cvt rounding", self.rnd, allowed)
         self.dst = dest("cvt d", self.dst, d)
-        self.src = value("cvt a", self.src, s)
+        # ptxas takes a special register in an integer cvt (cvt.u64.u32 %rd, %tid.x), not in a float one
+        self.src = value("cvt a", self.src, s, sreg=d.kind != "f" and s.kind != "f")
 
     def emit(self) -> str:
         return f"{join('cvt', self.rnd, 'sat' if self.sat else '', self.dtype.name, self.stype.name)} " \
