@@ -246,6 +246,9 @@ def _reversed_or_empty(values) -> tuple[int, ...]:
 def _array_layout(arr):
     """(shape, dtype, byte strides, device address) of an array-like, numpy order."""
     if callable(getattr(arr, "data_ptr", None)) and callable(getattr(arr, "stride", None)):
+        if getattr(arr, "is_cuda", True) is False:
+            raise TensorMapError(f"arr=<tensor on {arr.device}> breaks 'a tensor map's array is in device memory "
+                                 f"(tensor.cuda())'", loc=SourceLoc.caller(), rule="tensormap.host-array")
         esize = arr.element_size()
         dtype = str(arr.dtype).replace("torch.", "")
         dtype = {"bfloat16": "bf16", "float16": "f16", "float32": "f32", "float64": "f64", "int8": "s8", "int16": "s16",

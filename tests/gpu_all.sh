@@ -20,11 +20,11 @@ step() {            # step NAME COMMAND...: run it, keep its log, remember a fai
     [ "$rc" = 0 ] || { echo "== $name: exit $rc"; status=1; }
 }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null
-step gpu-tests "$PY" -m pytest -q -p no:cacheprovider -m gpu -rs tests
+step gpu-tests "$PY" -m pytest -q -p no:cacheprovider -m gpu -rs --durations=20 tests
 step examples "$PY" -m ptxdsl.cli run examples/tma_*
 step bench-build "$PY" bench/bench_build.py --repeat 200
 step bench-copy "$PY" bench/bench_copy.py
 if [ "${1:-}" = "--sanitize" ]; then
-    step sanitize tests/gpu_sanitize.sh
+    LOGS="$OUT/sanitize" PYTHON="$PY" step sanitize tests/gpu_sanitize.sh
 fi
 exit $status

@@ -732,11 +732,37 @@ def test_tensor_store():
     assert np.array_equal(r["got"], want)
 
 
+# memcheck reports a shared::cta address used as the shared::cluster destination of cp.async.bulk as
+# "Access to 0x... is not located in remote CTA", although the shared::cta window lies inside the
+# shared::cluster window (that address names the executing CTA) and the bytes arrive right. The suite skips
+# that case under memcheck; tests/gpu_sanitize.sh runs it on its own and prints the count (KNOWN there).
+MEMCHECK_LOCAL_CLUSTER_DST = os.environ.get("PTXDSL_SANITIZER") == "memcheck" and not os.environ.get(
+    "PTXDSL_SANITIZER_KNOWN")
+
+
 @gpu
 @pytest.mark.parametrize("hint, via", [(True, "mapa"), (False, "local")])
 def test_bulk_copies_round_trip(hint, via):
+    if via == "local" and MEMCHECK_LOCAL_CLUSTER_DST:
+        pytest.skip("memcheck flags a local address as a shared::cluster destination (see the comment above; "
+                    "gpu_sanitize.sh runs this case as KNOWN)")
     r = _isolated("bulk_round_trip", hint=hint, via=via)
     assert np.array_equal(r["got"], r["src"])
+
+
+@gpu
+def test_bulk_copy_to_shared_cluster_needs_a_cluster_launch():
+    """Without cluster=, the launch is refused before the driver sees it (on the H200 the kernel would die
+    with an illegal instruction)."""
+    host = np.random.default_rng(41).integers(0, 256, BULK_BYTES, dtype=np.uint8)
+    s, d = _dev(host), _zeros(BULK_BYTES)
+    launcher = px.compile(bulk_round_trip_kernel(False, "mapa"))["bulk_rt"]
+    with pytest.raises(px.LaunchError, match="cluster") as info:
+        launcher(s, d, grid=1, block=THREADS)
+    assert info.value.rule == "launch.cluster-required"
+    assert not d.to_host().any()                                   # nothing ran
+    launcher(s, d, grid=1, block=THREADS, cluster=(1, 1, 1))
+    assert np.array_equal(d.to_host(), host)
 
 
 @gpu

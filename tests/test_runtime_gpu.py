@@ -402,6 +402,43 @@ def test_tma_copy_kernel_moves_one_box(device):
     np.testing.assert_array_equal(got, want)
 
 
+
+def test_tma_copy_with_torch_tensors(device):
+    """Torch tensors as they come: tensor maps from from_array(tensor), a pointer argument from data_ptr()."""
+    torch = pytest.importorskip("torch")
+    src = torch.randn(64, 128, device="cuda").to(torch.bfloat16)
+    dst = torch.zeros_like(src)
+    box, nbytes = (32, 64), 32 * 64 * 2
+    with load_ptx(TMA_COPY) as mod:
+        launch(mod.function("tma_copy"), TMA_PARAMS,
+               (TensorMapSpec.from_array(src, box, swizzle="128B"), TensorMapSpec.from_array(dst, box, swizzle="128B"),
+                64, 32, nbytes), grid=1, block=128, shared_bytes=nbytes + 1024, sync=True)
+    want = torch.zeros_like(src)
+    want[32:64, 64:128] = src[32:64, 64:128]
+    assert torch.equal(dst.view(torch.int16), want.view(torch.int16))
+
+
+def test_launch_with_torch_pointer_argument(module):
+    torch = pytest.importorskip("torch")
+    out = torch.full((1024,), -1, dtype=torch.int32, device="cuda")
+    launch(module.function("store_tid"), TID_PARAMS, (out, 1000, 7), grid=8, block=128, sync=True)
+    want = torch.full((1024,), -1, dtype=torch.int32)
+    want[:1000] = torch.arange(1000, dtype=torch.int32) % 128 + 7
+    assert torch.equal(out.cpu(), want)
+
+
+def test_host_torch_tensors_are_refused(module):
+    torch = pytest.importorskip("torch")
+    host = torch.zeros(1024, dtype=torch.int32)
+    with pytest.raises(LaunchError, match=r"argument 0 \(out: ptr .u64\) = <tensor \(1024,\) torch.int32 on cpu>") as info:
+        launch(module.function("store_tid"), TID_PARAMS, (host, 1000, 7), grid=8, block=128, sync=True)
+    assert info.value.rule == "launch.arg-host-tensor"
+    with pytest.raises(TensorMapError, match="tensor on cpu") as info:
+        TensorMapSpec.from_array(torch.zeros(64, 64, dtype=torch.bfloat16), (32, 32))
+    assert info.value.rule == "tensormap.host-array"
+    assert "test_runtime_gpu.py" in str(info.value)
+
+
 # ---------------------------------------------------------------------------- validate() vs the driver
 
 def our_verdict(spec: TensorMapSpec, device: Device) -> str:

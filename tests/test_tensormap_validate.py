@@ -407,6 +407,15 @@ def test_from_array_reads_torch_like_tensors():
         ("bf16", (512, 256), (2048,), (64, 64), 0x7F0000001000)
 
 
+
+def test_from_array_refuses_a_host_tensor():
+    t = _FakeTorch((64, 64), (64, 1), "torch.bfloat16", 2, 0x1000)
+    t.is_cuda, t.device = False, "cpu"
+    with pytest.raises(TensorMapError, match=r"arr=<tensor on cpu> breaks .*device memory") as info:
+        TensorMapSpec.from_array(t, (32, 32))
+    assert info.value.rule == "tensormap.host-array"
+    assert info.value.loc is not None and info.value.loc.file.endswith("test_tensormap_validate.py")
+
 def test_from_array_reads_cuda_array_interface():
     c = _FakeCAI((8, 16, 32), "<f4", 0x10000)
     spec = TensorMapSpec.from_array(c, (2, 4, 8))

@@ -29,6 +29,8 @@ _INT_CTYPES = {8: (ctypes.c_uint8, ctypes.c_int8), 16: (ctypes.c_uint16, ctypes.
 def _show(value) -> str:
     if isinstance(value, np.ndarray):
         return f"<numpy array {value.shape} {value.dtype}>"
+    if callable(getattr(value, "data_ptr", None)) and hasattr(value, "device"):
+        return f"<tensor {tuple(value.shape)} {value.dtype} on {value.device}>"
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
@@ -87,6 +89,8 @@ class _Arg:
         elif isinstance(v, np.ndarray):
             raise self.error("a pointer argument is device memory; copy host arrays with to_device()", "arg-type")
         elif callable(getattr(v, "data_ptr", None)):          # a torch tensor (bf16 has no CAI there)
+            if getattr(v, "is_cuda", True) is False:
+                raise self.error("a pointer argument is device memory (tensor.cuda())", "arg-host-tensor")
             address = int(v.data_ptr())
         elif hasattr(v, "__cuda_array_interface__"):
             address = v.__cuda_array_interface__["data"][0]
