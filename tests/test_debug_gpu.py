@@ -131,9 +131,11 @@ def test_right_expect_tx_matches_numpy(debug):
 # ------------------------------------------------------------------------------------- planted bugs
 
 def planted_phase_race(allow=True):
-    """Thread 0 rewrites a buffer and arrives for phase 1, but everyone waits on parity 0 again: the wait
-    returns at once and the reads race with thread 0's store. (Each wait comes after a bar.sync that
-    follows the arrive, so no thread spins on another's progress, also under racecheck.)"""
+    """A barrier of count 2. Thread 0 publishes a value through phase 0 (one arrive of count 2); then it
+    rewrites the buffer and arrives once for phase 1, which stays pending, and everyone waits on parity 0
+    again: that phase completed long ago, so the wait returns at once and the reads race with thread 0's
+    store. (No wait ever spins: phase 0 is complete before anyone waits on it, and phase 1 never
+    completes, so the wrong wait cannot turn into a hang on phase 2.)"""
     with px.kernel("planted_phase_race", reqntid=64) as k:
         out = k.param_ptr("out")
         buf = k.shared("buf", 16)
@@ -141,21 +143,21 @@ def planted_phase_race(allow=True):
         tid = k.tid_x()
         t0 = k.setp("eq", tid, 0)
         with k.if_(t0):
-            k.mbarrier_init(bar, 1)
+            k.mbarrier_init(bar, 2)
             k.fence_mbarrier_init()
             k.st(px.u32, buf, 1, space="shared::cta")
-            k.mbarrier_arrive(bar, sem="release", scope="cta")
+            k.mbarrier_arrive(bar, 2, sem="release", scope="cta")
         k.bar_sync(0)
         k.mbarrier_wait(bar, parity=0, sem="acquire", scope="cta")
-        k.ld(px.u32, buf, space="shared::cta")
+        first = k.ld(px.u32, buf, space="shared::cta")
         k.bar_sync(0)
         with k.if_(t0):
             k.st(px.u32, buf, 2, space="shared::cta")
             k.mbarrier_arrive(bar, sem="release", scope="cta")
         with k.allow(*(["phase-reuse"] if allow else [])):
             k.mbarrier_wait(bar, parity=0, sem="acquire", scope="cta")  # BAD
-        value = k.ld(px.u32, buf, space="shared::cta")
-        k.st(px.u32, k.add(out, k.mul(tid, 4, mode="wide")), value)
+        second = k.ld(px.u32, buf, space="shared::cta")
+        k.st(px.u32, k.add(out, k.mul(tid, 4, mode="wide")), k.add(first, second))
     return k
 
 

@@ -408,10 +408,13 @@ BULK_BYTES = 2048
 
 
 def bulk_round_trip_kernel(hint: bool, via: str):
-    """global -> shared::cta (mbarrier, with or without an L2 policy) -> shared::cluster of this CTA
-    (mbarrier; addressed through mapa or with the local addresses) -> global (bulk group). The kernel is
-    a cluster kernel: on the H200 the shared::cta -> shared::cluster copy died with an illegal
-    instruction when launched without a cluster, also into the CTA's own shared memory (2026-11-29)."""
+    """global -> shared::cta (mbarrier, with or without an L2 policy) -> shared::cluster (mbarrier) -> global
+    (bulk group). via="peer": a cluster of 2, each CTA copies its buffer into the other CTA's (destination
+    and barrier through mapa), so the output holds the two halves swapped. via="local": a cluster of 1, the
+    destination is the CTA's own buffer named by its shared::cta address. A cluster kernel either way: on
+    the H200 the shared::cta -> shared::cluster copy died with an illegal instruction when launched without
+    a cluster, also into the CTA's own shared memory (2026-11-29)."""
+    peer = via == "peer"
     with px.kernel("bulk_rt", reqntid=THREADS, explicitcluster=True, debug=True) as k:
         src, dst = k.param_ptr("src"), k.param_ptr("dst")
         a = k.shared("a", BULK_BYTES, align=128)
@@ -419,38 +422,49 @@ def bulk_round_trip_kernel(hint: bool, via: str):
         bars = k.mbarrier("bars", 2)
         tid = k.mov(sreg.tid_x)
         is0 = k.setp("eq", tid, 0)
+        rank = k.mov(sreg.cluster_ctarank)
+        off = k.mul(rank, BULK_BYTES, mode="wide")
         with k.if_(is0):
             k.mbarrier_init(bars.at(0), 1)
             k.mbarrier_init(bars.at(8), 1)
             k.fence_mbarrier_init()
-        k.bar_sync(0)
+        if peer:                                   # the peer's barrier is initialised before anyone copies
+            k.barrier_cluster_arrive(sem="release")
+            k.barrier_cluster_wait(sem="acquire")
+        else:
+            k.bar_sync(0)
         with k.if_(is0):
             policy = k.createpolicy_fractional("L2::evict_first") if hint else None
             k.mbarrier_arrive_expect_tx(bars.at(0), BULK_BYTES, sem="release", scope="cta")
-            k.cp_async_bulk(a, src, BULK_BYTES, dst_space="shared::cta", src_space="global", mbar=bars.at(0),
-                            cache_hint=policy)
+            k.cp_async_bulk(a, k.add(src, off), BULK_BYTES, dst_space="shared::cta", src_space="global",
+                            mbar=bars.at(0), cache_hint=policy)
         k.mbarrier_wait(bars.at(0), parity=0, sem="acquire", scope="cta")
         with k.if_(is0):
             k.mbarrier_arrive_expect_tx(bars.at(8), BULK_BYTES, sem="release", scope="cta")
-            if via == "mapa":
-                rank = k.mov(sreg.cluster_ctarank)
-                dst_b, bar_b = k.mapa(b, rank), k.mapa(bars.at(8), rank)
+            if peer:
+                other = k.xor(rank, 1)
+                dst_b, bar_b = k.mapa(b, other), k.mapa(bars.at(8), other)
             else:
                 dst_b, bar_b = b, bars.at(8)
             k.cp_async_bulk(dst_b, a, BULK_BYTES, dst_space="shared::cluster", src_space="shared::cta", mbar=bar_b)
-        k.mbarrier_wait(bars.at(8), parity=0, sem="acquire", scope="cta")
+        k.mbarrier_wait(bars.at(8), parity=0, sem="acquire", scope="cluster" if peer else "cta")
         with k.if_(is0):
-            k.cp_async_bulk(dst, b, BULK_BYTES, dst_space="global", src_space="shared::cta")
+            k.cp_async_bulk(k.add(dst, off), b, BULK_BYTES, dst_space="global", src_space="shared::cta")
             k.cp_async_bulk_commit_group()
             k.cp_async_bulk_wait_group(0)
+        if peer:                                   # nobody leaves while a copy may still read its buffer
+            k.barrier_cluster_arrive(sem="release")
+            k.barrier_cluster_wait(sem="acquire")
     return k
 
 
 def case_bulk_round_trip(hint, via):
-    host = np.random.default_rng(31).integers(0, 256, BULK_BYTES, dtype=np.uint8)
-    s, d = _dev(host), _zeros(BULK_BYTES)
-    px.compile(bulk_round_trip_kernel(hint, via))["bulk_rt"](s, d, grid=1, block=THREADS, cluster=(1, 1, 1))
-    return {"src": host, "got": d.to_host()}
+    ctas = 2 if via == "peer" else 1
+    host = np.random.default_rng(31).integers(0, 256, ctas * BULK_BYTES, dtype=np.uint8)
+    s, d = _dev(host), _zeros(ctas * BULK_BYTES)
+    px.compile(bulk_round_trip_kernel(hint, via))["bulk_rt"](s, d, grid=ctas, block=THREADS, cluster=(ctas, 1, 1))
+    want = host.reshape(ctas, BULK_BYTES)[::-1].ravel()      # the peer copy swaps the halves
+    return {"want": want, "got": d.to_host()}
 
 
 BULK_RED_CASES = [("add", "f32"), ("add", "bf16"), ("min", "s32"), ("max", "u32"), ("and", "b32"), ("inc", "u32")]
@@ -741,28 +755,28 @@ MEMCHECK_LOCAL_CLUSTER_DST = os.environ.get("PTXDSL_SANITIZER") == "memcheck" an
 
 
 @gpu
-@pytest.mark.parametrize("hint, via", [(True, "mapa"), (False, "local")])
+@pytest.mark.parametrize("hint, via", [(True, "peer"), (False, "local")])
 def test_bulk_copies_round_trip(hint, via):
     if via == "local" and MEMCHECK_LOCAL_CLUSTER_DST:
-        pytest.skip("memcheck flags a local address as a shared::cluster destination (see the comment above; "
-                    "gpu_sanitize.sh runs this case as KNOWN)")
+        pytest.skip("memcheck flags the CTA's own address as a shared::cluster destination (see the comment "
+                    "above; gpu_sanitize.sh runs this case as KNOWN)")
     r = _isolated("bulk_round_trip", hint=hint, via=via)
-    assert np.array_equal(r["got"], r["src"])
+    assert np.array_equal(r["got"], r["want"])
 
 
 @gpu
 def test_bulk_copy_to_shared_cluster_needs_a_cluster_launch():
     """Without cluster=, the launch is refused before the driver sees it (on the H200 the kernel would die
     with an illegal instruction)."""
-    host = np.random.default_rng(41).integers(0, 256, BULK_BYTES, dtype=np.uint8)
-    s, d = _dev(host), _zeros(BULK_BYTES)
-    launcher = px.compile(bulk_round_trip_kernel(False, "mapa"))["bulk_rt"]
+    host = np.random.default_rng(41).integers(0, 256, 2 * BULK_BYTES, dtype=np.uint8)
+    s, d = _dev(host), _zeros(2 * BULK_BYTES)
+    launcher = px.compile(bulk_round_trip_kernel(False, "peer"))["bulk_rt"]
     with pytest.raises(px.LaunchError, match="cluster") as info:
-        launcher(s, d, grid=1, block=THREADS)
+        launcher(s, d, grid=2, block=THREADS)
     assert info.value.rule == "launch.cluster-required"
     assert not d.to_host().any()                                   # nothing ran
-    launcher(s, d, grid=1, block=THREADS, cluster=(1, 1, 1))
-    assert np.array_equal(d.to_host(), host)
+    launcher(s, d, grid=2, block=THREADS, cluster=(2, 1, 1))
+    assert np.array_equal(d.to_host(), host.reshape(2, BULK_BYTES)[::-1].ravel())
 
 
 @gpu
@@ -819,7 +833,8 @@ def all_kernels():
     ks += [copy_kernel("reduce", red_spec(t), lambda k, d, b, c, op=op: k.cp_reduce_async_bulk_tensor(op, d, b, c))
            for op, t in RED_CASES]
     ks.append(copy_kernel("store", red_spec("f32"), lambda k, d, b, c: k.cp_async_bulk_tensor(d, b, c)))
-    ks += [tensormap_replace_kernel(), remote_store_kernel(), bulk_round_trip_kernel(True, "mapa")]
+    ks += [tensormap_replace_kernel(), remote_store_kernel(), bulk_round_trip_kernel(True, "peer"),
+           bulk_round_trip_kernel(False, "local")]
     return ks
 
 
