@@ -9,6 +9,7 @@ writes its site there and traps, and the launch raises KernelTrap naming the wai
 from __future__ import annotations
 
 import ctypes
+import os
 
 from .emit import PTX, STATE_WAIT, emit
 from .errors import CudaError, KernelTrap, LaunchError, SourceLoc
@@ -19,13 +20,15 @@ DEBUG_RECORD_BYTES = 16
 class Program:
     """A loaded module: `prog[name]` is a launcher for one of its kernels."""
 
-    def __init__(self, obj, *, arch: str | None = None, ptx=None, device=None):
+    def __init__(self, obj, *, arch: str | None = None, ptx=None, device=None, line_info: bool | None = None):
         from .runtime import Device, load_ptx
 
-        self.ptx: PTX = obj if isinstance(obj, PTX) else emit(obj, arch=arch, ptx=ptx)
+        if line_info is None:
+            line_info = os.environ.get("PTXDSL_LINE_INFO", "") not in ("", "0")
+        self.ptx: PTX = obj if isinstance(obj, PTX) else emit(obj, arch=arch, ptx=ptx, line_info=line_info)
         self.device = device or Device(0)
         self.device.set_current()
-        self.module = load_ptx(self.ptx.text)
+        self.module = load_ptx(self.ptx.text, line_info=line_info)
         self._launchers: dict = {}
 
     def __getitem__(self, name: str) -> "Launcher":
@@ -126,6 +129,8 @@ class _DebugRecord:
         driver.cuMemFreeHost(self._host)
 
 
-def compile(obj, *, arch: str | None = None, ptx=None, device=None) -> Program:
-    """Emit `obj` (a kernel builder, Kernel, Module or PTX) and load it on the device."""
-    return Program(obj, arch=arch, ptx=ptx, device=device)
+def compile(obj, *, arch: str | None = None, ptx=None, device=None, line_info: bool | None = None) -> Program:
+    """Emit `obj` (a kernel builder, Kernel, Module or PTX) and load it on the device. line_info (default:
+    the PTXDSL_LINE_INFO environment variable) emits .file/.loc and has the JIT keep the line table, so
+    compute-sanitizer, cuda-gdb and ncu name the builder calls or .ptxd lines."""
+    return Program(obj, arch=arch, ptx=ptx, device=device, line_info=line_info)

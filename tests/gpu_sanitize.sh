@@ -20,20 +20,25 @@ TOOLS=${TOOLS:-"memcheck racecheck synccheck"}
 PY=${PYTHON:-python}
 export HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-ci}
 export PTXDSL_DIFF_CASES=${PTXDSL_DIFF_CASES:-120}
+export PTXDSL_LINE_INFO=1       # .loc lines and the JIT's line table: reports name the builder calls
 LOGS=${LOGS:-$(mktemp -d "${TMPDIR:-/tmp}/ptxdsl-sanitize.XXXXXX")}
 mkdir -p "$LOGS"
 
 # planted bugs: tool:test-name-part:expect (the tool must report it) or info (measured not to; printed only)
 PLANTED=${PLANTED:-"racecheck:planted_phase_race:expect racecheck:planted_tma_race:info synccheck:planted_divergent_bar:expect"}
 # correct kernels a tool reports anyway, skipped in its suite run and run here on their own, the count
-# printed: tool:pytest-node-id (docs/hardware-notes.md says why each is here)
+# printed (never a failure): tool:pytest-node-id (docs/hardware-notes.md says why each is here)
 KNOWN=${KNOWN:-"memcheck:tests/test_isa_gpu.py::test_bulk_copies_round_trip[False-local]"}
 
 errors_in() {       # errors over the logs of one run (one log per process): "ERROR SUMMARY: N errors", or
                     # racecheck's "RACECHECK SUMMARY: N hazards displayed (E errors, W warnings)"; "?" if none
-    cat "$@" 2>/dev/null | sed -n -e 's/.*ERROR SUMMARY: \([0-9][0-9]*\) error.*/\1/p' \
+    cat "$@" 2>/dev/null | sed -n -e 's/.*ERROR SUMMARY: \([0-9][0-9]*\) errors*$/\1/p' \
         -e 's/.*RACECHECK SUMMARY: [0-9]* hazards* displayed (\([0-9][0-9]*\) errors*, \([0-9][0-9]*\) warnings*).*/\1 \2/p' \
         | awk '{s += $1 + $2; n++} END {if (n) print s; else print "?"}'
+}
+
+lines_in() {        # the .py/.ptxd lines a tool's reports name (line info), comma separated
+    cat "$@" 2>/dev/null | grep -oE '[A-Za-z0-9_]+\.(py|ptxd):[0-9]+' | sort -u | paste -sd, -
 }
 
 tests_in() {        # pytest's final "N passed, M skipped ..." line
@@ -45,8 +50,12 @@ run() {             # run TOOL NAME LIMIT PYTEST-ARGS...: sanitize one pytest ru
     local tool=$1 name=$2 limit=$3
     shift 3
     local start=$SECONDS
-    PTXDSL_SANITIZER=$tool timeout "$limit" "$CS" --tool "$tool" --target-processes all --print-limit 200 \
-        --log-file "$LOGS/$tool-$name.%p.log" \
+    local api=()
+    # the driver errors the runtime tests provoke on purpose (bad PTX, rejected tensor maps) are theirs to
+    # check: each must come back as a ptxdsl error; memcheck would count every one
+    [ "$tool" = memcheck ] && api=(--report-api-errors no)
+    PTXDSL_SANITIZER=$tool timeout "$limit" "$CS" --tool "$tool" "${api[@]}" --target-processes all \
+        --print-limit 200 --log-file "$LOGS/$tool-$name.%p.log" \
         "$PY" -m pytest -q -p no:cacheprovider -rs -m gpu "$@" ${PYTEST_ARGS:-} > "$LOGS/$tool-$name.pytest" 2>&1
     local rc=$?
     echo "$((SECONDS - start))" > "$LOGS/$tool-$name.seconds"
@@ -80,7 +89,7 @@ tool_job() {        # tool_job TOOL: its suite, its planted bugs and its known r
             verdict="FAIL: not reported (see $LOGS/$tool-$name.*)"
             touch "$LOGS/$tool.failed"
         else
-            verdict="ok: reported, and the static verifier rejects it too"
+            verdict="ok: reported at $(lines_in "$LOGS/$tool-$name."*.log); the static verifier rejects it too"
         fi
         printf '%-10s %-50s %-6s %-40s %s\n' "$tool" "planted: $name" "$errors" \
             "$(tests_in "$LOGS/$tool-$name.pytest")" "$verdict" >> "$LOGS/$tool.rows"
@@ -91,8 +100,12 @@ tool_job() {        # tool_job TOOL: its suite, its planted bugs and its known r
         name=known-$(echo "$node" | tr -c 'A-Za-z0-9_\n' '_')
         rc=$(PTXDSL_SANITIZER_KNOWN=1 run "$tool" "$name" "${PLANTED_TIMEOUT:-120}" "$node")
         errors=$(errors_in "$LOGS/$tool-$name."*.log)
-        verdict="known report on a correct kernel (pytest exit $rc)"
-        [ "$rc" = 0 ] || { verdict="FAIL (pytest exit $rc; see $LOGS/$tool-$name.*)"; touch "$LOGS/$tool.failed"; }
+        # informational: the tool may abort the launch it reports, so the test itself may fail under it
+        if [ "$errors" = 0 ] || [ "$errors" = "?" ]; then
+            verdict="no longer reported (pytest exit $rc): take it off KNOWN"
+        else
+            verdict="reported on a correct kernel at $(lines_in "$LOGS/$tool-$name."*.log) (pytest exit $rc)"
+        fi
         printf '%-10s %-50s %-6s %-40s %s\n' "$tool" "known: ${node##*::}" "$errors" \
             "$(tests_in "$LOGS/$tool-$name.pytest")" "$verdict" >> "$LOGS/$tool.rows"
     done

@@ -66,14 +66,16 @@ def tile_copy(extra_tx=0, debug=True):
     return k
 
 
-def run_tile_copy(extra_tx, debug):
-    """(the source matrix, what the kernel wrote); the launch's seconds go to run_tile_copy.launch_s."""
+def run_tile_copy(extra_tx, debug, line_info=None):
+    """(the source matrix, what the kernel wrote); the launch's seconds go to run_tile_copy.launch_s and
+    the loaded PTX to run_tile_copy.ptx."""
     import ml_dtypes
 
     from ptxdsl.runtime import DeviceArray
 
     a = np.random.default_rng(5).standard_normal((ROWS, COLS), dtype=np.float32).astype(ml_dtypes.bfloat16)
-    prog = px.compile(tile_copy(extra_tx, debug))
+    prog = px.compile(tile_copy(extra_tx, debug), line_info=line_info)
+    run_tile_copy.ptx = prog.text
     src, out = DeviceArray.to_device(a), DeviceArray.to_device(np.zeros_like(a))
     spec = px.TensorMapSpec.from_array(src, (TILE, TILE))
     t0 = time.perf_counter()
@@ -122,10 +124,11 @@ def test_wrong_expect_tx_traps_naming_the_wait_line_within_a_second():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("debug", [True, False])
-def test_right_expect_tx_matches_numpy(debug):
-    a, got = run_tile_copy(0, debug)
+@pytest.mark.parametrize("debug, line_info", [(True, False), (False, False), (False, True)])
+def test_right_expect_tx_matches_numpy(debug, line_info):
+    a, got = run_tile_copy(0, debug, line_info)
     assert got.view(np.uint16).tobytes() == a.view(np.uint16).tobytes()
+    assert (f'.file 1 "{HERE}"' in run_tile_copy.ptx) == line_info, run_tile_copy.ptx[:400]
 
 
 # ------------------------------------------------------------------------------------- planted bugs

@@ -17,13 +17,17 @@ def _log_text(buf: bytearray) -> str:
     return bytes(buf).split(b"\0", 1)[0].decode(errors="replace").strip()
 
 
-def load_ptx(ptx_text: str, *, name: str = "ptxdsl") -> "Module":
-    """JIT-load PTX text into the current device's context; a failure raises CudaError carrying the JIT error log."""
+def load_ptx(ptx_text: str, *, name: str = "ptxdsl", line_info: bool = False) -> "Module":
+    """JIT-load PTX text into the current device's context; a failure raises CudaError carrying the JIT error log.
+    line_info: CU_JIT_GENERATE_LINE_INFO, so tools map the machine code to the PTX's .loc lines."""
     device = current_device()
     info, error = bytearray(JIT_LOG_BYTES), bytearray(JIT_LOG_BYTES)
     options = [_JIT.CU_JIT_INFO_LOG_BUFFER, _JIT.CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
                _JIT.CU_JIT_ERROR_LOG_BUFFER, _JIT.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES]
     values = [info, JIT_LOG_BYTES, error, JIT_LOG_BYTES]
+    if line_info:
+        options.append(_JIT.CU_JIT_GENERATE_LINE_INFO)
+        values.append(1)
     code, handle = driver.cuModuleLoadDataEx(ptx_text.encode() + b"\0", len(options), options, values)
     if code != driver.CUresult.CUDA_SUCCESS:
         log = _log_text(error) or "(the JIT error log is empty)"
