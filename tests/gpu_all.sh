@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything a CUDA machine should run, in one go: the GPU tests, the examples in both forms, the
-# benchmarks, and (with --sanitize) the compute-sanitizer job. Logs go to $OUT (default /tmp/ptxdsl-gpu).
+# benchmarks, and (with --sanitize) the compute-sanitizer job. Logs go to $OUT (default /tmp/ptxdsl-gpu),
+# the sanitizer's to $SANITIZE_LOGS (default $OUT/sanitize).
 #
 #   tests/gpu_all.sh [--sanitize]
 set -u
@@ -25,6 +26,6 @@ step examples "$PY" -m ptxdsl.cli run examples/tma_*
 step bench-build "$PY" bench/bench_build.py --repeat 200
 step bench-copy "$PY" bench/bench_copy.py
 if [ "${1:-}" = "--sanitize" ]; then
-    LOGS="$OUT/sanitize" PYTHON="$PY" step sanitize tests/gpu_sanitize.sh
+    LOGS="${SANITIZE_LOGS:-$OUT/sanitize}" PYTHON="$PY" step sanitize tests/gpu_sanitize.sh
 fi
 exit $status
