@@ -47,6 +47,7 @@ MAX_CHANNELS_PER_PIXEL = 256
 MAX_PIXELS_PER_COLUMN = 1024
 CORNER_RANGE = {3: (-32768, 32767), 4: (-128, 127), 5: (-16, 15)}   # im2col rank -> offset range
 MAX_BOX_BYTES = 228 * 1024          # largest box the driver encodes (measured: H200, driver 580; not in cuda.h)
+MAX_IM2COL_SPATIAL = 2**31 - 1      # im2col W/H/D extents (measured: H200, driver 580; not in cuda.h)
 TENSORMAP_MIN_CC = (9, 0)
 SWIZZLE_MIN_CC = {"128B_atom_32B": (10, 0), "128B_atom_32B_flip_8B": (10, 0), "128B_atom_64B": (10, 0)}
 # Documented rules that validate() enforces but the driver (580, on an H200) lets through.
@@ -145,8 +146,21 @@ def _check_box(spec) -> None:
                       "box[0]*elem_bytes is a multiple of 16 bytes")
 
 
+def im2col_spatial_dims(spec) -> range:
+    """Indices of an im2col map's pixel dimensions (W, H, D): after the channels, or from dimension 0 in an
+    interleaved map, as the driver counts them."""
+    first = 0 if spec.interleave != "none" else 1
+    return range(first, first + spec.rank - 2)
+
+
 def _check_im2col(spec) -> None:
     n = spec.rank - 2
+    for i in im2col_spatial_dims(spec):
+        if spec.dims[i] > MAX_IM2COL_SPATIAL:
+            raise _broken(spec, f"dims[{i}]", repr(spec.dims[i]), "im2col-spatial-range",
+                          f"an im2col map's pixel dimensions (dims[{im2col_spatial_dims(spec).start}.."
+                          f"{im2col_spatial_dims(spec).stop - 1}] with interleave {spec.interleave}) are "
+                          f"1..2^31-1")
     lo, hi = CORNER_RANGE[spec.rank]
     for name in ("lower_corner", "upper_corner"):
         corner = getattr(spec, name)

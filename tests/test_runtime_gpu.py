@@ -558,6 +558,14 @@ def boundary_cases(ptr: int):
                    replace(base, channels_per_pixel=cpp, pixels_per_column=ppc))
         for swz in ("32B", "64B", "128B"):
             yield f"im2col rank {rank} swizzle {swz}", replace(base, swizzle=swz)
+        for il in ("none", "16B"):                     # pixel dimensions are < 2^31, the others are not
+            for i in range(rank):
+                for v in (2**31 - 1, 2**31):
+                    dims = list(base.dims)
+                    dims[i] = v
+                    yield (f"im2col rank {rank} interleave {il} dims[{i}]={v}",
+                           replace(base, dims=tuple(dims), strides=_c_strides(dims, 2), interleave=il,
+                                   channels_per_pixel=8 if il == "16B" else 32))
 
 
 def test_validate_agrees_with_driver_on_boundaries(device):

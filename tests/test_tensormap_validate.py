@@ -422,3 +422,25 @@ def test_from_array_reads_cuda_array_interface():
     assert (spec.dtype, spec.dims, spec.strides, spec.global_address) == ("f32", (32, 16, 8), (128, 2048), 0x10000)
     padded = _FakeCAI((8, 16), "<u2", 0x10000, strides=(64, 2))
     assert TensorMapSpec.from_array(padded, (8, 16)).strides == (64,)
+
+
+@pytest.mark.parametrize("rank", [3, 4, 5])
+@pytest.mark.parametrize("interleave", ["none", "16B"])
+def test_im2col_pixel_dimensions_stay_below_2_31(rank, interleave):
+    """Measured on the H200 (driver 580): W/H/D extents of an im2col map are < 2^31 (the channel and batch
+    dimensions go to 2^32); in an interleaved map the driver counts the pixel dimensions from dimension 0."""
+    first = 0 if interleave == "16B" else 1
+    for i in range(rank):
+        dims = [8] + [2] * (rank - 1)
+        dims[i] = 2**31
+        strides, span = [], dims[0] * 2
+        for d in dims[1:]:
+            strides.append(-(-span // 16) * 16)
+            span = strides[-1] * d
+        spec = TensorMapSpec(dtype="bf16", dims=tuple(dims), strides=tuple(strides), box=(), kind="im2col",
+                             interleave=interleave, lower_corner=(0,) * (rank - 2), upper_corner=(0,) * (rank - 2),
+                             channels_per_pixel=8, pixels_per_column=1)
+        if first <= i < first + rank - 2:
+            broken(spec, "im2col-spatial-range", f"dims[{i}]=2147483648", "1..2^31-1")
+            spec = replace(spec, dims=tuple(d - 1 if j == i else d for j, d in enumerate(dims)))
+        assert spec.validate() is spec
