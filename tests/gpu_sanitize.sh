@@ -37,8 +37,10 @@ errors_in() {       # errors over the logs of one run (one log per process): "ER
         | awk '{s += $1 + $2; n++} END {if (n) print s; else print "?"}'
 }
 
-lines_in() {        # the .py/.ptxd lines a tool's reports name (line info), comma separated
-    cat "$@" 2>/dev/null | grep -oE '[A-Za-z0-9_]+\.(py|ptxd):[0-9]+' | sort -u | paste -sd, -
+lines_in() {        # the .py/.ptxd lines the device frames of a tool's reports name ("at KERNEL+0x40 in
+                    # FILE:LINE", from line info), comma separated; host frames are left out
+    cat "$@" 2>/dev/null | grep -oE '[A-Za-z0-9_]+\+0x[0-9a-f]+ in [^ ]*\.(py|ptxd):[0-9]+' \
+        | sed 's/.* in //; s/.*\///' | sort -u | paste -sd, -
 }
 
 tests_in() {        # pytest's final "N passed, M skipped ..." line
@@ -50,11 +52,13 @@ run() {             # run TOOL NAME LIMIT PYTEST-ARGS...: sanitize one pytest ru
     local tool=$1 name=$2 limit=$3
     shift 3
     local start=$SECONDS
+    # the differential suite writes its summary and mismatches to $OUT: one folder per run
+    mkdir -p "$LOGS/$tool-$name.out"
     local api=()
     # the driver errors the runtime tests provoke on purpose (bad PTX, rejected tensor maps) are theirs to
     # check: each must come back as a ptxdsl error; memcheck would count every one
     [ "$tool" = memcheck ] && api=(--report-api-errors no)
-    PTXDSL_SANITIZER=$tool timeout "$limit" "$CS" --tool "$tool" "${api[@]}" --target-processes all \
+    OUT="$LOGS/$tool-$name.out" PTXDSL_SANITIZER=$tool timeout "$limit" "$CS" --tool "$tool" "${api[@]}" --target-processes all \
         --print-limit 200 --log-file "$LOGS/$tool-$name.%p.log" \
         "$PY" -m pytest -q -p no:cacheprovider -rs -m gpu "$@" ${PYTEST_ARGS:-} > "$LOGS/$tool-$name.pytest" 2>&1
     local rc=$?

@@ -37,6 +37,7 @@ else
 fi
 echo "========= ERROR SUMMARY: 99 errors were not printed. Use --print-limit option" >> "$log"  # not a count
 [ "$n" = 0 ] || echo "=========     at k+0x40 in /x/tests/test_debug_gpu.py:4$n" >> "$log"
+echo "=========         Host Frame: launch in launch.py:250" >> "$log"   # a host frame: not a kernel line
 echo "$tool $run PTXDSL_SANITIZER=$PTXDSL_SANITIZER KNOWN=${PTXDSL_SANITIZER_KNOWN:-} API=$api" \
      "LINE_INFO=$PTXDSL_LINE_INFO $*" >> "$FAKE_CALLS"
 exec "$@"
