@@ -15,7 +15,7 @@ sys.path.insert(0, str(ROOT / "examples"))
 
 import ptxdsl as px  # noqa: E402
 
-EXAMPLES = ["tma_load_tile", "tma_store_tile", "tma_reduce_tile", "tma_pipeline_copy"]
+EXAMPLES = sorted(p.stem for p in (ROOT / "examples").glob("tma_*.py"))
 
 
 def median_ms(fn, repeat):

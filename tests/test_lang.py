@@ -38,7 +38,7 @@ from ptxdsl.verify import RULES
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
-TWINS = ["tma_load_tile", "tma_store_tile", "tma_reduce_tile", "tma_pipeline_copy"]
+TWINS = sorted(p.stem for p in EXAMPLES.glob("tma_*.py"))
 PTXD_EXAMPLES = sorted(p.stem for p in EXAMPLES.glob("*.ptxd"))
 
 

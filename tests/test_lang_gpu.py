@@ -3,11 +3,13 @@ child process (tests/example_child.py) with a timeout.
 
 Run on the H200: CI=1 python -m pytest tests/test_lang_gpu.py -q
 """
+from pathlib import Path
+
 import pytest
 
 from example_child import run_example
 
-EXAMPLES = ["tma_load_tile", "tma_store_tile", "tma_reduce_tile", "tma_pipeline_copy"]
+EXAMPLES = sorted(p.stem for p in (Path(__file__).resolve().parent.parent / "examples").glob("tma_*.py"))
 
 
 @pytest.mark.gpu

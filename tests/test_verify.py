@@ -988,3 +988,21 @@ def test_loop_pipelines_flip_their_parity(cfg, trips, flip):
         assert check(kernel) == []
     else:
         assert "loop-parity" in errors(kernel)
+
+
+@pytest.mark.parametrize("old, new, rule, line", [
+    ("[bar], TILE_BYTES", "[bar], HALF_BYTES", "expect-tx-mismatch", 35),    # one half is not the tile
+    ("const BOTH = 3", "const BOTH = 7", "multicast-mask", 37),             # rank 2 is not in the cluster
+])
+def test_multicast_example_counts_both_halves(old, new, rule, line):
+    """The multicast example passes clean; each CTA's barrier gets both CTAs' halves, so expecting one half
+    is a mismatch, and a mask bit past the cluster is reported at the load."""
+    from ptxdsl import lang
+
+    path = os.path.join(ROOT, "examples", "tma_multicast_tile.ptxd")
+    text = open(path).read()
+    assert check(lang.loads(text, path)[0]) == []
+    assert old in text
+    with pytest.raises(px.VerifyError) as info:
+        lang.loads(text.replace(old, new), "m.ptxd")
+    assert info.value.rule == rule and info.value.loc.line == line
