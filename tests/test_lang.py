@@ -813,3 +813,9 @@ def test_floats_print_exactly():
     for v in (0.1, -2.5e-30, 1e20, math.inf, -0.0):
         x = k.mul(x, v)
     assert_round_trip(k.finish())
+
+
+def test_the_multicast_listing_in_the_docs_is_the_example():
+    text = (EXAMPLES / "tma_multicast_tile.ptxd").read_text()
+    body = text[text.index("const ROWS"):]
+    assert f"```ptxd\n{body}```" in (ROOT / "docs" / "language.md").read_text()
