@@ -4,7 +4,7 @@
 # the GPU suite must report 0 errors, and the planted bugs that tool can see (tests/test_debug_gpu.py -k
 # planted) must be reported. Exit 0 when both hold for every tool.
 # Options by environment: TOOLS="memcheck racecheck synccheck", SUITE (test paths, default tests), PLANTED
-# and KNOWN (see below), PLANTED_TIMEOUT (seconds per planted run, default 120), SUITE_TIMEOUT (seconds
+# and KNOWN (see below; empty: none), PLANTED_TIMEOUT (seconds per planted run, default 120), SUITE_TIMEOUT (seconds
 # per tool's suite, default 0 = none), PARALLEL (default 1), COMPUTE_SANITIZER, PYTHON, HYPOTHESIS_PROFILE
 # (default ci, to bound the sanitizer's slowdown), PTXDSL_DIFF_CASES (differential cases, default 120),
 # PYTEST_ARGS (appended), LOGS (default a new temporary directory).
@@ -25,10 +25,10 @@ LOGS=${LOGS:-$(mktemp -d "${TMPDIR:-/tmp}/ptxdsl-sanitize.XXXXXX")}
 mkdir -p "$LOGS"
 
 # planted bugs: tool:test-name-part:expect (the tool must report it) or info (measured not to; printed only)
-PLANTED=${PLANTED:-"racecheck:planted_phase_race:expect racecheck:planted_tma_race:info synccheck:planted_divergent_bar:expect"}
+PLANTED=${PLANTED-"racecheck:planted_phase_race:expect racecheck:planted_tma_race:info synccheck:planted_divergent_bar:expect"}
 # correct kernels a tool reports anyway, skipped in its suite run and run here on their own, the count
 # printed (never a failure): tool:pytest-node-id (docs/hardware-notes.md says why each is here)
-KNOWN=${KNOWN:-"memcheck:tests/test_isa_gpu.py::test_bulk_copies_round_trip[False-local]"}
+KNOWN=${KNOWN-"memcheck:tests/test_isa_gpu.py::test_bulk_copies_round_trip[False-local]"}
 
 errors_in() {       # errors over the logs of one run (one log per process): "ERROR SUMMARY: N errors", or
                     # racecheck's "RACECHECK SUMMARY: N hazards displayed (E errors, W warnings)"; "?" if none

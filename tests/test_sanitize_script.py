@@ -115,3 +115,9 @@ def test_a_known_report_that_went_away_is_said_but_not_a_failure(tmp_path):
     res, _ = sanitize(tmp_path, FAKE_memcheck_known="0", TOOLS="memcheck")
     assert res.returncode == 0, res.stdout
     assert "no longer reported" in _row(res.stdout, "memcheck", "known:")
+
+
+def test_empty_planted_and_known_run_only_the_suites(tmp_path):
+    res, calls = sanitize(tmp_path, PLANTED="", KNOWN="")
+    assert res.returncode == 0, res.stdout
+    assert len(calls) == 3 and all("-k not planted" in c for c in calls)
