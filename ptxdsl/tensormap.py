@@ -146,7 +146,7 @@ def _check_box(spec) -> None:
                       "box[0]*elem_bytes is a multiple of 16 bytes")
 
 
-def im2col_spatial_dims(spec) -> range:
+def _im2col_pixel_dims(spec) -> range:
     """Indices of an im2col map's pixel dimensions (W, H, D): after the channels, or from dimension 0 in an
     interleaved map, as the driver counts them."""
     first = 0 if spec.interleave != "none" else 1
@@ -155,12 +155,12 @@ def im2col_spatial_dims(spec) -> range:
 
 def _check_im2col(spec) -> None:
     n = spec.rank - 2
-    for i in im2col_spatial_dims(spec):
+    pixels = _im2col_pixel_dims(spec)
+    for i in pixels:
         if spec.dims[i] > MAX_IM2COL_SPATIAL:
             raise _broken(spec, f"dims[{i}]", repr(spec.dims[i]), "im2col-spatial-range",
-                          f"an im2col map's pixel dimensions (dims[{im2col_spatial_dims(spec).start}.."
-                          f"{im2col_spatial_dims(spec).stop - 1}] with interleave {spec.interleave}) are "
-                          f"1..2^31-1")
+                          f"an im2col map's pixel dimensions (dims[{pixels.start}..{pixels.stop - 1}] with "
+                          f"interleave {spec.interleave}) are 1..2^31-1")
     lo, hi = CORNER_RANGE[spec.rank]
     for name in ("lower_corner", "upper_corner"):
         corner = getattr(spec, name)
