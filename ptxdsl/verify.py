@@ -30,6 +30,7 @@ from .errors import SourceLoc, TargetError, VerifyError
 from .ir import (MAX_SHARED_PER_BLOCK, MAX_STATIC_SHARED, Addr, If, Imm, Instr, Kernel, LabelStmt, Loop, PredNot, Reg,
                  SharedAlloc, SpecialReg, TensorMapRef, WaitLoop)
 from .reference import smem_layout, tx_bytes
+from .ring import ring_findings
 from .tensormap import SWIZZLE_SPAN
 from .types import pred
 
@@ -74,6 +75,8 @@ RULES: dict[str, Rule] = {r.name: r for r in (
          "loop-parity"),
     Rule("wait-before-arrive", "every thread waits on a barrier phase before the arrive that completes it",
          "wait-before-arrive"),
+    Rule("wait-never-armed", "thread 0 waits on a slot of a barrier ring for a phase it never arms (counted over "
+         "a run of thread 0)", "wait-never-armed"),
     Rule("async-proxy-fence", "a TMA store/reduce reads shared memory written by st.shared with no "
          "fence.proxy.async in between", "async-proxy-fence"),
     Rule("tma-load-race", "ordinary loads/stores touch a buffer while a TMA load into it may be in flight",
@@ -184,7 +187,14 @@ def _findings(k: Kernel) -> list[Diagnostic]:
     out = []
     for fn in (_check_capacity, _check_cluster, _check_debug):
         out.extend(fn(k))
-    out.extend(_Flow(k).run())
+    flow = _Flow(k).run()
+    out.extend(flow)
+    seen = {(d.rule, d.loc) for d in flow}
+    for f in ring_findings(k):
+        if not any(f.rule in getattr(s, "allow", frozenset()) for s in f.stmts):
+            d = _diag(f.rule, f.message, _stmts_loc(list(f.stmts)))
+            if (d.rule, d.loc) not in seen:
+                out.append(d)
     return out
 
 
@@ -631,7 +641,7 @@ class _Access:
     key: tuple | None = None
     waited: bool = False
     region: tuple = ()          # the thread-varying conditions the issuing threads passed
-    later: frozenset = frozenset()  # (loop, pass) of the enclosing loops another iteration of which follows
+    later: frozenset = frozenset()  # (loop, pass, n): n more iterations of the enclosing loop follow
 
 
 @dataclass(frozen=True)
@@ -685,7 +695,7 @@ class _Ctx:
     mult: int | None = None         # threads of the CTA that run this code, when known
     issuers: object = "all"         # CTAs of the cluster that run it: "all", 1, or None
     loops: tuple = ()
-    later: frozenset = frozenset()  # (loop, pass) of enclosing loops whose current iteration is not the last
+    later: frozenset = frozenset()  # (loop, pass, n) of enclosing loops with at least n iterations still to come
     mc_log: list | None = None
 
 
@@ -750,7 +760,8 @@ class _Flow:
         self.edits_maps = any(self._is_replace(i.op) or self._is_cp_fenceproxy(i.op) for i in k.walk())
         self.passes: dict = {}      # loop -> the pass (1 or 2) over its body being walked
         self.offsets: dict = {}     # reg -> (its version, loop, the counter's version, c): reg = counter + c
-        self.bounds: dict = {}      # pred -> (its version, loops it proves continue when true, when false)
+        self.bounds: dict = {}      # pred -> (its version, (loop, counter version, n) it proves continue for n
+                                    # more iterations when true, when false)
 
     def run(self) -> list[Diagnostic]:
         ntid = self.k.directives.get("reqntid")
@@ -1337,8 +1348,8 @@ class _Flow:
         if cmp not in _NEGATE or not any(self._counter(v, loop, st) is not None
                                          for v in (op.a, op.b) for loop, _ in ctx.loops):
             return None
-        when = tuple(frozenset((loop, st.ver.get(loop.var, 0)) for loop, _ in ctx.loops
-                               if self._continues(c, op.a, op.b, loop, st)) for c in (cmp, _NEGATE[cmp]))
+        when = tuple(frozenset((loop, st.ver.get(loop.var, 0), n) for loop, _ in ctx.loops
+                               for n in (self._continues(c, op.a, op.b, loop, st),) if n) for c in (cmp, _NEGATE[cmp]))
         return (self.bounds, when) if when[0] or when[1] else None
 
     def _proven(self, v, st):
@@ -1370,40 +1381,52 @@ class _Flow:
             return 0
         return None
 
-    def _continues(self, cmp, a, b, loop, st) -> bool:
-        """Whether `a cmp b` holding means `loop` runs another iteration after this one."""
+    def _continues(self, cmp, a, b, loop, st) -> int:
+        """How many more iterations of `loop` `a cmp b` holding proves to follow this one (0: none)."""
         if cmp in ("gt", "ge"):
             a, b, cmp = b, a, _SWAP[cmp]
         if cmp not in ("lt", "le"):
-            return False
+            return 0
         slack = int(cmp == "le")                            # a < b + slack
-        if loop.step > 0:           # counter + ca < stop + cb + slack; the next iteration needs counter + step < stop
+        if loop.step > 0:           # counter + ca < stop + cb + slack; iteration j follows if counter + j*step < stop
             ca, cb = self._counter(a, loop, st), self._stop_offset(b, loop)
-            return ca is not None and cb is not None and ca - cb - slack >= loop.step
+            return 0 if ca is None or cb is None else max(0, (ca - cb - slack) // loop.step)
         ca, cb = self._counter(b, loop, st), self._stop_offset(a, loop)
-        return ca is not None and cb is not None and cb - ca - slack >= -loop.step
+        return 0 if ca is None or cb is None else max(0, (cb - ca - slack) // -loop.step)
 
     def _later(self, cond, st) -> frozenset:
-        """The (loop, pass) of the enclosing loops whose current iteration is not the last where `cond` holds:
-        a predicate set in this iteration (the counter's version is the same) by a continuation test such as
+        """The (loop, pass, n) of the enclosing loops with at least n more iterations where `cond` holds: a
+        predicate set in this iteration (the counter's version is the same) by a continuation test such as
         `t + STAGES < n`."""
         proven = self._proven(cond, st)
         if proven is None:
             return frozenset()
-        return frozenset((loop, self.passes[loop]) for loop, ver in proven[0] if st.ver.get(loop.var, 0) == ver)
+        return frozenset((loop, self.passes[loop], n) for loop, ver, n in proven[0] if st.ver.get(loop.var, 0) == ver)
 
     @staticmethod
-    def _carry(s, st, last):
-        """Loads still in flight after the last pass (`last`) of loop `s` that were issued only where another
-        iteration follows (`if t + STAGES < n`: no drain loop needed). With one pass they never run; after
+    def _ahead(later, s, p) -> int:
+        """How many more iterations of loop `s` (in pass p) `later` proves to follow (0: none)."""
+        return max((n for loop, q, n in later if loop is s and q == p), default=0)
+
+    @staticmethod
+    def _ring(x) -> int:
+        """The iterations after its issue in which a load is waited on: the barrier array's length for a load
+        on a slot computed at run time (a ring advances one slot per iteration), else 1."""
+        return max(1, x.key[0].nbytes // 8) if x.key is not None and x.key[1] is None else 1
+
+    def _carry(self, s, st, last):
+        """Loads still in flight after the last pass (`last`) of loop `s` that were issued only where more
+        iterations follow (`if t + STAGES < n`: no drain loop needed). With one pass they never run; after
         the second, the iteration that follows retires each as the second pass retired the same load issued
-        by the first: gone from the loads in flight, or waited."""
-        if not any((s, last) in x.later for x in st.inflight):
+        by the first (gone from the loads in flight, or waited), when at least as many iterations follow as
+        the load's ring has slots: in a 3-slot ring, `t + 1 < n` leaves the last two refills unwaited."""
+        if not any(self._ahead(x.later, s, last) for x in st.inflight):
             return
-        before = {x.stmt: x for x in st.inflight if (s, 1) in x.later} if last == 2 else {}
+        before = {x.stmt: x for x in st.inflight if self._ahead(x.later, s, 1)} if last == 2 else {}
         out = []
         for x in st.inflight:
-            if (s, last) in x.later:
+            ahead = self._ahead(x.later, s, last)
+            if ahead and (last == 1 or ahead >= self._ring(x)):
                 prev = before.get(x.stmt)
                 if prev is None:
                     continue

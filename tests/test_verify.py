@@ -321,6 +321,47 @@ def coord_bad(k, offset=4):
     k.mbarrier_wait(bar, parity=0)
 
 
+def ring_drain(k, drain=3, tiles=6, stages=2):
+    """A ring of `stages` slots: a prologue fills every slot, the steady loop consumes tile t and refills its
+    slot with tile t + stages, the drain consumes the last tiles. A drain of stages + 1 iterations waits for
+    a phase nothing arms (the flow analysis cannot tell the ring's slots apart; a run of thread 0 can)."""
+    nb = 64 * 64 * 2
+    src = k.param_tensormap("src", px.TensorMapSpec.tiled_for((tiles * 64, 64), "bf16", (64, 64)))
+    ring = k.shared("ring", stages * nb, align=128)
+    full = k.mbarrier("full", stages)
+    tid = k.tid_x()
+    t0 = k.setp("eq", tid, 0)
+    with k.if_(t0):
+        for s in range(stages):
+            k.mbarrier_init(full.at(8 * s), 1)
+        k.fence_mbarrier_init()
+    k.bar_sync(0)
+    with k.if_(t0):
+        for s in range(stages):
+            k.mbarrier_arrive_expect_tx(full.at(8 * s), nb)
+            k.cp_async_bulk_tensor(ring.at(s * nb), src, (0, 64 * s), mbar=full.at(8 * s))
+    stage, phase = k.mov(0, px.u32), k.mov(0, px.u32)
+
+    def consume(t, refill):
+        full_s, buf = k.mad(stage, 8, k.mov(full)), k.mad(stage, nb, k.mov(ring))
+        k.mbarrier_wait(full_s, parity=phase)  # BAD
+        k.ld(px.u32, k.add(buf, k.shl(tid, 2)), space="shared::cta")
+        if refill:
+            k.bar_sync(0)
+            with k.if_(t0):
+                k.mbarrier_arrive_expect_tx(full_s, nb)
+                k.cp_async_bulk_tensor(buf, src, (0, k.mul(k.add(t, stages), 64)), mbar=full_s)
+        k.add(stage, 1, out=stage)
+        with k.if_(k.setp("eq", stage, stages)):
+            k.mov(0, px.u32, out=stage)
+            k.xor(phase, 1, out=phase)
+
+    with k.loop(0, tiles - stages) as t:
+        consume(t, True)
+    with k.loop(tiles - drain, tiles) as t:
+        consume(t, False)
+
+
 def nothing(k):
     k.bar_sync(0)
 
@@ -351,6 +392,7 @@ CASES = [
     ("multicast-mask", multicast_bad, lambda k: multicast_bad(k, 0b11), {"reqnctapercluster": 2},
      {"reqnctapercluster": 2}),
     ("coord-align", coord_bad, lambda k: coord_bad(k, 8), {}, {}),
+    ("wait-never-armed", ring_drain, lambda k: ring_drain(k, drain=2), {}, {}),
 ]
 
 
@@ -675,6 +717,8 @@ def single_loop_ring(k, refill="ahead"):
             "every": lambda: None,                                               # refills after the last tile too
             "always_true": lambda: k.setp("lt", t, tiles),
             "off_by_one": lambda: k.setp("le", k.add(t, 1), tiles),
+            "one_ahead": lambda: k.setp("lt", k.add(t, 1), tiles),               # proves 1 of the 3 iterations
+            "short_of_ring": lambda: k.setp("lt", k.add(t, stages - 1), tiles),  # proves 2 of the 3
             "other_param": lambda: k.setp("lt", k.add(t, stages), other),        # not the loop's stop
             "stale": lambda: stale,                                              # set by the previous iteration
         }[refill]()
@@ -697,7 +741,8 @@ def test_single_loop_ring_that_refills_only_while_tiles_remain_passes_clean(refi
     px.assemble(px.emit(kernel), "sm_90a")
 
 
-@pytest.mark.parametrize("refill", ["every", "always_true", "off_by_one", "other_param", "stale"])
+@pytest.mark.parametrize("refill", ["every", "always_true", "off_by_one", "one_ahead", "short_of_ring", "other_param",
+                                    "stale"])
 def test_single_loop_ring_whose_last_refill_is_never_waited_on(refill):
     line = marked_line(single_loop_ring, "# REFILL")
     with pytest.raises(px.VerifyError, match=f"the kernel exits at its end while the TMA load at line {line} may "
@@ -1006,3 +1051,58 @@ def test_multicast_example_counts_both_halves(old, new, rule, line):
     with pytest.raises(px.VerifyError) as info:
         lang.loads(text.replace(old, new), "m.ptxd")
     assert info.value.rule == rule and info.value.loc.line == line
+
+
+@given(st.integers(1, 4).flatmap(lambda stages: st.tuples(st.just(stages), st.integers(stages, 10),
+                                                            st.integers(max(0, stages - 2), stages + 2))))
+def test_a_ring_drain_of_the_wrong_length_is_found(shape):
+    """Any ring: clean when the drain runs one pass per slot still in flight; one pass short leaves loads in
+    flight at exit (tma-load-race), one pass long waits for a phase nothing arms (wait-never-armed)."""
+    stages, tiles, drain = shape
+    drain = min(drain, tiles)
+    found = errors(build_unchecked(lambda k: ring_drain(k, drain=drain, tiles=tiles, stages=stages)))
+    want = set() if drain == stages else {"tma-load-race"} if drain < stages else {"wait-never-armed"}
+    assert found == want, (shape, found)
+
+
+@pytest.mark.parametrize("first, rule", [("TILES - STAGES + 1", "tma-load-race"),
+                                         ("TILES - STAGES - 1", "wait-never-armed")])
+def test_the_pipeline_example_with_a_drain_off_by_one(first, rule):
+    from ptxdsl import lang
+
+    path = os.path.join(ROOT, "examples", "tma_pipeline_copy.ptxd")
+    text = open(path).read()
+    assert "for t in TILES - STAGES..TILES {" in text
+    with pytest.raises(px.VerifyError) as info:
+        lang.loads(text.replace("for t in TILES - STAGES..TILES {", f"for t in {first}..TILES {{"), path)
+    assert info.value.rule == rule
+
+
+def producer_is_another_thread(k, producer_tid=96, waits=2):
+    """Thread `producer_tid` fills a 2-slot ring; every thread, thread 0 among them, waits on each slot."""
+    src = k.param_tensormap("src", px.TensorMapSpec.tiled_for((512, 64), "bf16", (64, 64)))
+    ring = k.shared("ring", 2 * BOX, align=128)
+    full = k.mbarrier("full", 2)
+    tid = k.tid_x()
+    with k.if_(k.setp("eq", tid, 0)):
+        for s in range(2):
+            k.mbarrier_init(full.at(8 * s), 1)
+        k.fence_mbarrier_init()
+    k.bar_sync(0)
+    with k.if_(k.setp("eq", tid, producer_tid)):
+        with k.loop(0, 2) as i:
+            slot = k.mad(i, 8, k.mov(full))
+            k.mbarrier_arrive_expect_tx(slot, BOX)
+            k.cp_async_bulk_tensor(k.mad(i, BOX, k.mov(ring)), src, (0, k.mul(i, 64)), mbar=slot)
+    with k.loop(0, waits) as i:
+        k.mbarrier_wait(k.mad(i, 8, k.mov(full)), parity=0)
+        k.ld(px.u32, k.add(k.mad(i, BOX, k.mov(ring)), k.shl(tid, 2)), space="shared::cta")
+
+
+def test_the_run_of_thread_0_leaves_rings_other_threads_fill_alone():
+    """Thread 0 never arms this ring (thread 96 does): its run cannot count it and must not report it."""
+    assert check(build(producer_is_another_thread)) == []
+    assert check(build(lambda k: producer_is_another_thread(k, producer_tid=0))) == []
+    with pytest.raises(px.VerifyError) as info:           # the same ring filled by thread 0, waited once too often
+        build(lambda k: producer_is_another_thread(k, producer_tid=0, waits=3))
+    assert info.value.rule == "wait-never-armed"
