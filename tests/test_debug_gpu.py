@@ -100,6 +100,54 @@ def child_trap():
     print(json.dumps({"error": None}))
 
 
+def ring_overrun(allow=True):
+    """A 2-slot ring filled once (two tiles), then waited on three times: the third wait is for a phase
+    nothing arms. The verifier's run of thread 0 reports it (wait-never-armed); in debug mode the GPU traps
+    there instead of hanging."""
+    with px.kernel("ring_overrun", reqntid=THREADS, debug=True) as k:
+        src = k.param_tensormap("src", SPEC)
+        ring = k.shared("ring", 2 * BOX, align=128)
+        full = k.mbarrier("full", 2)
+        t0 = k.setp("eq", k.tid_x(), 0)
+        with k.if_(t0):
+            for s in range(2):
+                k.mbarrier_init(full.at(8 * s), 1)
+            k.fence_mbarrier_init()
+        k.bar_sync(0)
+        with k.if_(t0):
+            for s in range(2):
+                k.mbarrier_arrive_expect_tx(full.at(8 * s), BOX)
+                k.cp_async_bulk_tensor(ring.at(s * BOX), src, (0, TILE * s), mbar=full.at(8 * s))
+        stage, phase = k.mov(0, px.u32), k.mov(0, px.u32)
+        with k.loop(0, 3):
+            with k.allow(*(["wait-never-armed"] if allow else [])):
+                k.mbarrier_wait(k.mad(stage, 8, k.mov(full)), parity=phase, sem="acquire", scope="cta")  # WAIT
+            k.add(stage, 1, out=stage)
+            with k.if_(k.setp("eq", stage, 2)):
+                k.mov(0, px.u32, out=stage)
+                k.xor(phase, 1, out=phase)
+    return k
+
+
+def child_ring_trap():
+    """Run ring_overrun in debug mode; print what happened as JSON."""
+    import ml_dtypes
+
+    from ptxdsl.runtime import DeviceArray
+
+    src = DeviceArray.to_device(np.zeros((ROWS, COLS), ml_dtypes.bfloat16))
+    try:
+        px.compile(ring_overrun())["ring_overrun"](px.TensorMapSpec.from_array(src, (TILE, TILE)), grid=1,
+                                                    block=THREADS)
+    except px.KernelTrap as e:
+        print(json.dumps({"error": "KernelTrap", "rule": e.rule, "line": e.loc.line, "message": str(e)}))
+        return
+    except Exception as e:                  # noqa: BLE001  (reported to the parent, which fails)
+        print(json.dumps({"error": type(e).__name__, "message": str(e)}))
+        return
+    print(json.dumps({"error": None}))
+
+
 def in_subprocess(func: str, timeout: int = 120) -> dict:
     code = (f"import sys; sys.path.insert(0, {str(HERE.parent)!r}); import {HERE.stem} as t; t.{func}()")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
@@ -121,6 +169,24 @@ def test_wrong_expect_tx_traps_naming_the_wait_line_within_a_second():
     assert "mbarrier 'bar' for phase parity 0" in r["message"]
     assert r["elapsed"] < 1.0, r                # the launch returns after 0.2 s of spinning, not never
     print(f"KernelTrap after {r['elapsed']:.3f} s (child process {wall:.1f} s): {r['message']}")
+
+
+def test_ring_overrun_is_found_statically():
+    with pytest.raises(px.VerifyError) as info:
+        ring_overrun(allow=False)
+    assert info.value.rule == "wait-never-armed" and info.value.loc.line == marked_line(ring_overrun, "# WAIT")
+    # a debug-mode trap names the barrier array of a slot picked at run time
+    (site,) = px.emit(ring_overrun()).kernels["ring_overrun"].wait_sites
+    assert site[0].line == marked_line(ring_overrun, "# WAIT") and site[1] == "full[?]"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(bool(SANITIZER), reason="the watchdog traps on purpose; a sanitizer counts that as an error")
+def test_ring_overrun_traps_at_the_line_the_verifier_names():
+    r = in_subprocess("child_ring_trap")
+    assert r["error"] == "KernelTrap", r
+    assert r["rule"] == "debug-watchdog" and r["line"] == marked_line(ring_overrun, "# WAIT"), r
+    assert "mbarrier 'full[?]' for phase parity 0" in r["message"], r
 
 
 @pytest.mark.gpu
