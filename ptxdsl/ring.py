@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .ir import Addr, If, Imm, Instr, Loop, PredNot, Reg, SharedAlloc, SpecialReg, WaitLoop
+from .ir import Addr, If, Imm, Instr, Loop, PredNot, Reg, SharedAlloc, SpecialReg, WaitLoop, walk
 from .types import pred
 
 STEP_BUDGET = 20_000            # statements one run may execute before it gives up (a few ms)
@@ -86,42 +86,19 @@ def _is_arm(op) -> bool:
 
 def _arms(stmts) -> bool:
     """Whether `stmts` arrive on a barrier or load into one (what other threads than 0 may do instead)."""
-    for s in stmts:
-        if isinstance(s, Instr) and _is_arm(s.op):
-            return True
-        if isinstance(s, If) and (_arms(s.then) or _arms(s.orelse or [])):
-            return True
-        if isinstance(s, Loop) and _arms(s.body):
-            return True
-    return False
+    return any(_is_arm(ins.op) for ins in walk(stmts))
 
 
 def _events(stmts) -> bool:
-    """Whether `stmts` hold anything the run counts (an mbarrier op, a load that completes on one, a wait)."""
-    for s in stmts:
-        if isinstance(s, WaitLoop):
-            return True
-        if isinstance(s, Instr) and (type(s.op).__name__.startswith("Mbarrier") or getattr(s.op, "mbar", None)):
-            return True
-        if isinstance(s, If) and (_events(s.then) or _events(s.orelse or [])):
-            return True
-        if isinstance(s, Loop) and _events(s.body):
-            return True
-    return False
+    """Whether `stmts` hold anything the run counts (an mbarrier op or wait, a load that completes on one)."""
+    return any(type(ins.op).__name__.startswith("Mbarrier") or _is_arm(ins.op) for ins in walk(stmts))
 
 
 def _ring_waits(stmts) -> bool:
     """Whether some wait finds its barrier through a register (a slot picked at run time)."""
-    for s in stmts:
-        if isinstance(s, WaitLoop):
-            a = s.op.addr
-            if isinstance(a.base if isinstance(a, Addr) else a, Reg):
-                return True
-        elif isinstance(s, If) and (_ring_waits(s.then) or _ring_waits(s.orelse or [])):
-            return True
-        elif isinstance(s, Loop) and _ring_waits(s.body):
-            return True
-    return False
+    return any(type(ins.op).__name__ == "MbarrierWait"
+               and isinstance(ins.op.addr.base if isinstance(ins.op.addr, Addr) else ins.op.addr, Reg)
+               for ins in walk(stmts))
 
 
 def _defs(stmts):

@@ -321,6 +321,14 @@ def coord_bad(k, offset=4):
     k.mbarrier_wait(bar, parity=0)
 
 
+def fill_ring(k, src, ring, full, nbytes, stages, t0):
+    """Thread 0 loads tile s into slot s of the ring, for every slot (a pipeline's prologue)."""
+    with k.if_(t0):
+        for s in range(stages):
+            k.mbarrier_arrive_expect_tx(full.at(8 * s), nbytes)
+            k.cp_async_bulk_tensor(ring.at(s * nbytes), src, (0, 64 * s), mbar=full.at(8 * s))
+
+
 def ring_drain(k, drain=3, tiles=6, stages=2):
     """A ring of `stages` slots: a prologue fills every slot, the steady loop consumes tile t and refills its
     slot with tile t + stages, the drain consumes the last tiles. A drain of stages + 1 iterations waits for
@@ -336,10 +344,7 @@ def ring_drain(k, drain=3, tiles=6, stages=2):
             k.mbarrier_init(full.at(8 * s), 1)
         k.fence_mbarrier_init()
     k.bar_sync(0)
-    with k.if_(t0):
-        for s in range(stages):
-            k.mbarrier_arrive_expect_tx(full.at(8 * s), nb)
-            k.cp_async_bulk_tensor(ring.at(s * nb), src, (0, 64 * s), mbar=full.at(8 * s))
+    fill_ring(k, src, ring, full, nb, stages, t0)
     stage, phase = k.mov(0, px.u32), k.mov(0, px.u32)
 
     def consume(t, refill):
@@ -696,10 +701,7 @@ def single_loop_ring(k, refill="ahead"):
             k.mbarrier_init(empty.at(8 * s), 128)
         k.fence_mbarrier_init()
     k.bar_sync(0)
-    with k.if_(t0):
-        for s in range(stages):
-            k.mbarrier_arrive_expect_tx(full.at(8 * s), BOX)
-            k.cp_async_bulk_tensor(ring.at(s * BOX), src, (0, 64 * s), mbar=full.at(8 * s))
+    fill_ring(k, src, ring, full, BOX, stages, t0)
     stage, phase = k.mov(0, px.u32), k.mov(0, px.u32)
     stale = k.setp("lt", k.mov(1, px.u32), tiles) if refill == "stale" else None
     with k.loop(0, n) as t:
