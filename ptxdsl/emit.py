@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .errors import SourceLoc
-from .ir import (REG_DECL, REG_PREFIX, If, Imm, Instr, Kernel, LabelStmt, Loop, Module, PredNot, Reg, SharedAlloc,
-                 WaitLoop)
+from .ir import REG_DECL, REG_PREFIX, If, Imm, Instr, Kernel, LabelStmt, Loop, Module, PredNot, Reg, WaitLoop
 from .isa.core import Ret
 from .target import Req, Target, resolve
 
@@ -93,7 +92,7 @@ def emit(obj, *, arch: str | None = None, ptx=None, source_comments: bool = Fals
     for k in kernels:
         _KernelEmitter(k, w).emit()
         infos[k.name] = KernelInfo(k.name, list(k.params), k.dynamic_shared_bytes, k.cluster_dims, k.debug,
-                                   [(s.loc, _bar_name(s.op.addr, k), _parity_text(s.op)) for s in k.wait_sites],
+                                   [(s.loc, name, _parity_text(s.op)) for s, name in zip(k.wait_sites, _wait_names(k))],
                                    _cluster_only_op(k))
     return PTX("".join(w.parts), target, w.origins, infos)
 
@@ -108,40 +107,21 @@ def _cluster_only_op(k: Kernel):
     return None
 
 
-def _bar_name(addr, k: Kernel) -> str:
-    """How a debug-mode trap names the barrier a wait polls: the buffer and offset, `name[?]` for a slot of
-    a barrier array computed at run time (mov of the buffer, then add/mad on it), else the register."""
+def _wait_names(k: Kernel) -> list[str]:
+    """How debug-mode traps name the barrier each wait polls. Only a debug kernel traps, so only there is
+    the register behind an address traced back to its buffer (the verifier's register facts)."""
+    addrs = [s.op.addr for s in k.wait_sites]
+    if k.debug and any(isinstance(a.base, Reg) for a in addrs):
+        from .verify import barrier_names       # verify imports this module
+
+        return barrier_names(k, addrs)
+    return [_bar_name(a) for a in addrs]
+
+
+def _bar_name(addr) -> str:
     base = addr.base
-    if isinstance(base, Reg):
-        alloc = _alloc_behind(base, k)
-        if alloc is not None:
-            return f"{alloc.name}[?]"
     name = getattr(base, "name", str(base))
     return f"{name}+{addr.offset}" if addr.offset else name
-
-
-def _alloc_behind(reg: Reg, k: Kernel, depth: int = 8):
-    """The shared buffer whose address `reg` holds plus an offset, when every write of it says the same."""
-    found = {_alloc_of(ins.op, k, depth) for ins in k.walk() if reg in ins.op.defs()} if depth else {None}
-    return found.pop() if len(found) == 1 else None
-
-
-def _alloc_of(op, k: Kernel, depth: int):
-    name = type(op).__name__
-    if name == "Mov":
-        return op.src if isinstance(op.src, SharedAlloc) else None
-    if name == "Binary" and op.op == "add":
-        operands = (op.a, op.b)
-    elif name == "Mad":
-        operands = (op.c,)
-    else:
-        return None
-    for v in operands:
-        if isinstance(v, Reg):
-            alloc = _alloc_behind(v, k, depth - 1)
-            if alloc is not None:
-                return alloc
-    return None
 
 
 def _parity_text(op) -> str:

@@ -723,6 +723,21 @@ def _opname(op) -> str:
     return type(op).__name__
 
 
+def barrier_names(k: Kernel, addrs) -> list[str]:
+    """Names of the mbarriers at `addrs` as the diagnostics spell them: `bar`, `bar+8`, `full[?]` for a slot of
+    an array picked at run time; the register when its buffer is not known."""
+    facts = _Facts(k)
+    out = []
+    for addr in addrs:
+        base, off = (addr.base, addr.offset) if isinstance(addr, Addr) else (addr, 0)
+        if isinstance(base, SharedAlloc):
+            out.append(_key_name((base, off)))
+            continue
+        known = facts.get(base).addr if isinstance(base, Reg) else None
+        out.append(_key_name((known[0], None if known[1] is None else known[1] + off)) if known else str(base))
+    return out
+
+
 def _key_name(key) -> str:
     a, off = key
     return f"{a.name}" + (f"+{off}" if off else "" if off is not None else "[?]")
