@@ -6,7 +6,6 @@
     print(px.emit(k))
 """
 from . import sreg
-from .assemble import Assembled, assemble
 from .builder import KernelBuilder, kernel, module
 from .emit import PTX, emit
 from .errors import (AssembleError, CudaError, DSLError, KernelTrap, LaunchError, ParseError, PtxdslError,
@@ -20,10 +19,25 @@ __version__ = "0.1.0"
 
 
 def compile(obj, **kw):
-    """Emit and JIT-load a kernel or module on the GPU; see ptxdsl.program.compile."""
+    """Emit and load a kernel or module on the GPU; see ptxdsl.program.compile."""
     from .program import compile as _compile
 
     return _compile(obj, **kw)
+
+
+def assemble(ptx, arch: str = "sm_90a", **kw):
+    """Assemble PTX with nvJitLink (loaded on first use); see ptxdsl.assembler.assemble."""
+    from .assembler import assemble as _assemble
+
+    return _assemble(ptx, arch, **kw)
+
+
+def __getattr__(name):
+    if name == "Assembled":             # nvJitLink is imported only when something assembles
+        from .assembler import Assembled
+
+        return Assembled
+    raise AttributeError(f"module 'ptxdsl' has no attribute {name!r}")
 
 
 __all__ = [

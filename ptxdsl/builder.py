@@ -14,17 +14,25 @@ returns its result register. Structure is context managers: `with k.if_(p):`, `w
 from __future__ import annotations
 
 import functools
+import inspect
+import operator
+import os
 import re
+import types
 from contextlib import contextmanager
 
 from . import sreg as _sreg
+from . import limits, watchdog
 from .errors import DSLError, PtxdslError, SourceLoc
 from .ir import (MAX_SHARED_PER_BLOCK, If, Instr, Kernel, Label, LabelStmt, Loop, Module, Param, PredNot, Reg,
-                 SharedAlloc, TensorMapRef, WaitLoop, is_pow2, operand_type)
-from .isa import bulk, cluster, control, core, fence, mbarrier, policy, tensormap
-from .types import ScalarType, b64, pred, scalar_type, u32, u64
+                 SharedAlloc, TensorMapRef, WaitLoop, is_pow2)
+from .isa import bulk, core, fence, mbarrier, tensormap, warp
+from .isa.decl import OPS, Op, infer_type
+from .isa.operands import REQUIRED, check_value
+from .target import resolve_target
+from .types import b64, pred, scalar_type, u32, u64
 
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_IDENT = re.compile(r"^(?:[A-Za-z][A-Za-z0-9_]*|_[A-Za-z0-9_]+)$")          # a PTX identifier (no $)
 DIRECTIVES = ("reqntid", "maxntid", "minnctapersm", "maxnreg", "reqnctapercluster", "explicitcluster",
               "maxclusterrank")
 
@@ -42,38 +50,21 @@ def _located(fn):
     return wrapper
 
 
-def _binary_method(op: str, doc: str, modes: bool = False):
-    """The builder method for binary op `op` (add, sub, ... shr): validate, insert, return d."""
-    if modes:
-        def method(self, a, b, *, mode=None, type=None, out=None) -> Reg:
-            return self._binary(op, a, b, type, out, mode)
-    else:
-        def method(self, a, b, *, type=None, out=None) -> Reg:
-            return self._binary(op, a, b, type, out)
-    method.__name__ = method.__qualname__ = op + "_" if op in ("and", "or") else op
-    method.__doc__ = doc
-    return _located(method)
-
-
-def _unary_method(op: str, doc: str):
-    """The builder method for unary op `op` (not, neg, abs)."""
-    def method(self, a, *, type=None, out=None) -> Reg:
-        return self._unary(op, a, type, out)
-    method.__name__ = method.__qualname__ = op + "_" if op == "not" else op
-    method.__doc__ = doc
-    return _located(method)
-
-
 class KernelBuilder:
     """Builds one Kernel. Use as a context manager; leaving the block verifies the kernel."""
 
-    def __init__(self, name: str, *, arch: str | None = None, ptx=None, debug: bool = False, loc=None,
-                 **directives):
+    def __init__(self, name: str, *, arch: str | None = None, ptx=None, debug: bool = False, verify: bool | None = None,
+                 loc=None, **directives):
         self._loc_override: SourceLoc | None = None
+        self.verify = verify if verify is not None else os.environ.get("PTXDSL_VERIFY", "1") not in ("0", "")
         self._allow: frozenset = frozenset()
         loc = loc or SourceLoc.caller()
-        if not _IDENT.match(name or ""):
+        if not isinstance(name, str) or not _IDENT.match(name):
             raise DSLError(f"kernel name {name!r} is not a PTX identifier", loc)
+        try:
+            limits.identifier("kernel name", name)
+        except PtxdslError as e:
+            raise e.at(loc) from None
         self.kernel = Kernel(name=name, arch=arch, ptx=ptx, debug=debug, loc=loc)
         try:
             self.kernel.directives = _check_directives(directives)
@@ -85,7 +76,7 @@ class KernelBuilder:
         self._last_if: If | None = None
         self._done = False
         if debug:
-            self.param_ptr("__ptxdsl_debug")
+            self.param_ptr(watchdog.PARAM)
 
     # ----------------------------------------------------------------------------- plumbing
 
@@ -137,8 +128,9 @@ class KernelBuilder:
         return self.kernel.new_reg(t, space)
 
     def _name(self, name: str) -> str:
-        if not _IDENT.match(name or "") or name.startswith("__ptxdsl") and name != "__ptxdsl_debug":
+        if not isinstance(name, str) or not _IDENT.match(name) or name.startswith("__ptxdsl") and name != watchdog.PARAM:
             raise DSLError(f"name {name!r} is not a PTX identifier")
+        limits.identifier("name", name)
         if name in self._names:
             raise DSLError(f"name {name!r} is already used in kernel {self.kernel.name!r}")
         self._names.add(name)
@@ -153,13 +145,18 @@ class KernelBuilder:
         return False
 
     def finish(self) -> Kernel:
-        """Close the kernel and run the whole-kernel checks (called by `with`'s exit)."""
+        """Close the kernel and run the whole-kernel checks (called by `with`'s exit): the target floor
+        always, the verifier's rules unless the kernel was made with verify=False (then `ptxdsl.verify.check`
+        lists them)."""
         if not self._done:
-            from .verify import verify_kernel
-
             if len(self._blocks) != 1:
                 raise DSLError("kernel closed inside an open if_/loop block", self.kernel.loc)
-            verify_kernel(self.kernel)
+            if self.verify:
+                from .verify import verify_kernel
+
+                verify_kernel(self.kernel)
+            else:
+                resolve_target([self.kernel])
             self._done = True
         return self.kernel
 
@@ -185,7 +182,7 @@ class KernelBuilder:
         p = Param(self._name(name), "scalar", t, loc=self._loc())
         self.kernel.params.append(p)
         p.value = self._reg(t)
-        self._insert(core.Ld("param", t, (p.value,), p))
+        self._insert(core.Ld(space="param", type=t, d=(p.value,), addr=p))
         return p.value
 
     @_located
@@ -194,9 +191,9 @@ class KernelBuilder:
         p = Param(self._name(name), "ptr", u64, loc=self._loc())
         self.kernel.params.append(p)
         raw = self._reg(u64)
-        self._insert(core.Ld("param", u64, (raw,), p))
+        self._insert(core.Ld(space="param", type=u64, d=(raw,), addr=p))
         p.value = self._reg(u64, space="global")
-        self._insert(core.Cvta("global", p.value, raw, to=True))
+        self._insert(core.Cvta(space="global", d=p.value, src=raw, to=True))
         return p.value
 
     @_located
@@ -207,9 +204,9 @@ class KernelBuilder:
         p.tmap = spec
         self.kernel.params.append(p)
         raw = self._reg(u64)
-        self._insert(core.Mov(b64, raw, p))
+        self._insert(core.Mov(type=b64, d=raw, src=p))
         p.value = self._reg(u64)
-        self._insert(core.Cvta("param", p.value, raw))
+        self._insert(core.Cvta(space="param", d=p.value, src=raw))
         return p
 
     @_located
@@ -221,12 +218,14 @@ class KernelBuilder:
     @_located
     def mbarrier(self, name: str, n: int = 1, *, dynamic: bool = False) -> SharedAlloc:
         """Shared storage for `n` mbarriers (8 bytes each, 8-byte aligned). Index with `.at(8 * i)`."""
-        if not isinstance(n, int) or n < 1:
-            raise DSLError(f"mbarrier {name!r}: n={n!r}, expected a positive count")
+        n = _integer(f"mbarrier {name!r} n", n)
+        if n < 1 or 8 * n > MAX_SHARED_PER_BLOCK:
+            raise DSLError(f"mbarrier {name!r}: n={n!r}, expected a positive count that fits shared memory")
         return self._shared(name, 8 * n, 8, dynamic, "mbarrier")
 
     def _shared(self, name, nbytes, align, dynamic, role) -> SharedAlloc:
-        if not isinstance(nbytes, int) or nbytes <= 0:
+        nbytes, align = _integer(f"shared {name!r} nbytes", nbytes), _integer(f"shared {name!r} align", align)
+        if nbytes <= 0:
             raise DSLError(f"shared {name!r}: nbytes={nbytes!r}, expected a positive integer")
         if not is_pow2(align) or align > 1024:
             raise DSLError(f"shared {name!r}: align={align!r}, expected a power of two up to 1024")
@@ -241,162 +240,72 @@ class KernelBuilder:
         self.kernel.shared.append(a)
         return a
 
-    # ------------------------------------------------------------------------------- values
+    # ------------------------------------------------------------------------------- any op
 
-    @_located
-    def mov(self, src, type=None, *, out=None) -> Reg:
-        """mov.type d, src (src: register, number, special register, or a buffer/param whose address to take)."""
-        if isinstance(src, SharedAlloc):
-            t = scalar_type(type) if type else u32
-            d = self._reg(t, out, space="shared::cta")
-        else:
-            t = scalar_type(type) if type else (operand_type(src) or _no_type("mov"))
-            d = self._reg(t, out)
-        self._insert(core.Mov(t, d, src))
-        return d
-
-    def _binary(self, op, a, b, type, out, mode=None):
-        t = _infer(op, a, b, type)
-        res_t = t
-        if mode == "wide":
-            res_t = core.wide_type(t)
-        space = a.space if isinstance(a, Reg) and op in ("add", "sub") else None
-        d = self._reg(res_t, out, space=space)
-        self._insert(core.Binary(op, t, d, a, b, mode))
-        return d
-
-    # Binary arithmetic and logic: one factory, one line per PTX mnemonic.
-    add = _binary_method("add", "add.type d, a, b.")
-    sub = _binary_method("sub", "sub.type d, a, b.")
-    mul = _binary_method("mul", "mul{.lo,.hi,.wide}.type d, a, b (integers default to .lo).", modes=True)
-    div = _binary_method("div", "div.type d, a, b (f32 defaults to .rn).", modes=True)
-    rem = _binary_method("rem", "rem.type d, a, b.")
-    min = _binary_method("min", "min.type d, a, b.")
-    max = _binary_method("max", "max.type d, a, b.")
-    and_ = _binary_method("and", "and.bN d, a, b (and.pred on predicates).")
-    or_ = _binary_method("or", "or.bN d, a, b.")
-    xor = _binary_method("xor", "xor.bN d, a, b.")
-    shl = _binary_method("shl", "shl.bN d, a, b.")
-    shr = _binary_method("shr", "shr.{u,s}N d, a, b (arithmetic for signed types).")
-
-    def _unary(self, op, a, type, out):
-        t = _infer(op, a, None, type)
-        d = self._reg(u32 if op in ("popc", "clz") else t, out)
-        self._insert(core.Unary(op, t, d, a))
-        return d
-
-    # Unary ops: the same factory shape.
-    not_ = _unary_method("not", "not.bN d, a (not.pred on predicates).")
-    neg = _unary_method("neg", "neg.type d, a.")
-    abs = _unary_method("abs", "abs.type d, a.")
-
-    @_located
-    def mad(self, a, b, c, *, mode=None, type=None, out=None) -> Reg:
-        """mad{.lo,.hi,.wide}.type d, a, b, c (fma.rn for floats)."""
-        t = _infer("mad", a, b, type)
-        d = self._reg(core.wide_type(t) if mode == "wide" else t, out)
-        self._insert(core.Mad(t, d, a, b, c, mode))
-        return d
-
-    @_located
-    def setp(self, cmp: str, a, b, *, type=None, out=None) -> Reg:
-        """setp.cmp.type p, a, b -> a .pred register."""
-        t = _infer("setp", a, b, type)
-        d = self._reg(pred, out)
-        self._insert(core.Setp(cmp, t, d, a, b))
-        return d
-
-    @_located
-    def selp(self, a, b, cond, *, type=None, out=None) -> Reg:
-        """selp.type d, a, b, cond (d = cond ? a : b)."""
-        t = _infer("selp", a, b, type)
-        d = self._reg(t, out)
-        self._insert(core.Selp(t, d, a, b, cond))
-        return d
-
-    @_located
-    def cvt(self, type, src, *, rnd=None, sat=False, stype=None, out=None) -> Reg:
-        """cvt{.rnd}{.sat}.dtype.stype d, src (rounding filled in where PTX requires one)."""
-        dt = scalar_type(type)
-        st = scalar_type(stype) if stype else (operand_type(src) or _no_type("cvt"))
-        d = self._reg(dt, out)
-        self._insert(core.Cvt(dt, st, d, src, rnd, sat))
-        return d
-
-    @_located
-    def cvta(self, src, space: str, *, to: bool = False, out=None) -> Reg:
-        """cvta{.to}.space.u64 d, src: a space address to generic (or generic to space with to=True)."""
-        d = self._reg(u64, out, space=space if to else None)
-        self._insert(core.Cvta(space, d, src, to))
-        return d
-
-    @_located
-    def ld(self, type, addr, *, space: str = "global", vec: int = 1, out=None):
-        """ld.space{.vN}.type d, [addr] -> a register (or a tuple of `vec` registers)."""
-        t = scalar_type(type)
+    def _op(self, cls, /, **kw):
+        """Build the declared op `cls` from keyword arguments (its qualifiers and operands; `out=` names its
+        first destination), insert it, and return what it writes: a register, a tuple, or None."""
+        out = kw.pop("out", None)
         if out is not None:
-            dst = tuple(out) if isinstance(out, (tuple, list)) else (out,)
-        else:
-            dst = tuple(self.kernel.new_reg(t) for _ in range(vec))
-        self._insert(core.Ld(space, t, dst, addr))
-        return dst[0] if len(dst) == 1 else dst
+            first = _first_out(cls)
+            if first is None:
+                raise DSLError(f"{cls.mnemonic} writes no register; out= does not apply")
+            if not isinstance(out, (Reg, tuple, list)):
+                raise DSLError(f"out={out!r}: expected a register")
+            kw[first] = out
+        op = cls(alloc=self.kernel.new_reg, **kw)
+        self._insert(op)
+        names = cls.results or tuple(s.name for s in cls.operands if s.kind.out)
+        results = [getattr(op, n) for n in names]
+        results = [r for r in results if isinstance(r, Reg) or (isinstance(r, tuple) and r)]
+        if not results:
+            return None
+        if len(results) == 1:
+            r = results[0]
+            return r[0] if isinstance(r, tuple) and len(r) == 1 else r
+        return tuple(results)
+
+    def op(self, cls, /, **kw):
+        """Insert any declared op (a ptxdsl.isa.decl.Op subclass) by keyword arguments; the builder methods
+        named after the mnemonics are this, with positional operands."""
+        if not (isinstance(cls, type) and issubclass(cls, Op) and cls in OPS):
+            raise DSLError(f"op({cls!r}): expected a declared op class (ptxdsl.isa.decl.OPS)", self._loc())
+        try:
+            return self._op(cls, **kw)
+        except PtxdslError as e:
+            raise e.at(self._loc()) from None
+
+    def __getattr__(self, name):
+        cls = _method_ops().get(name) if not name.startswith("_") else None
+        if cls is None or len(cls) != 1:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return types.MethodType(_generated_method(cls[0]), self)
+
+    # ----------------------------------------------------------------- ops with several forms
 
     @_located
-    def st(self, type, addr, value, *, space: str = "global") -> None:
-        """st.space{.vN}.type [addr], value (a tuple of 2 or 4 values stores a vector)."""
-        src = tuple(value) if isinstance(value, (tuple, list)) else (value,)
-        self._insert(core.St(space, scalar_type(type), addr, src))
+    def mad(self, a, b, c, *, mode=None, sat=False, type=None, out=None) -> Reg:
+        """mad{.lo,.hi,.wide}{.sat}.type d, a, b, c on integers; fma.rn (or mode=) .type on floats."""
+        t = core.Mad.quals["type"].normalize(type) or infer_type("mad", core.Fma.quals["type"], {"a": a, "b": b})
+        if t is not None and t.kind == "f":
+            return self._op(core.Fma, a=a, b=b, c=c, rnd=mode, sat=sat, type=t, out=out)
+        return self._op(core.Mad, a=a, b=b, c=c, mode=mode, sat=sat, type=t, out=out)
 
     @_located
     def atom_add(self, type, addr, value, *, space: str = "global", out=None) -> Reg:
-        """atom.space.add.type d, [addr], value."""
-        t = scalar_type(type)
-        d = self._reg(t, out)
-        self._insert(core.AtomAdd(space, t, d, addr, value))
-        return d
+        """atom.space.add.type d, [addr], value: k.atom("add", ...)."""
+        return self._op(core.Atom, op="add", type=type, addr=addr, value=value, space=space, out=out)
 
     # ------------------------------------------------------------------------ control flow
 
     @_located
-    def bar_sync(self, barrier: int = 0, count: int | None = None) -> None:
-        """bar.sync id{, count}."""
-        self._insert(core.BarSync(barrier, count))
-
-    @_located
-    def ret(self) -> None:
-        """ret."""
-        self._insert(core.Ret())
-
-    @_located
-    def exit(self) -> None:
-        """exit."""
-        self._insert(core.Exit())
-
-    @_located
-    def trap(self) -> None:
-        """trap."""
-        self._insert(core.Trap())
-
-    @_located
-    def membar(self, level: str = "gl") -> None:
-        """membar.level."""
-        self._insert(core.Membar(level))
-
-    @_located
     def label(self, name: str) -> Label:
         """A label at this point (for hand-written branches; prefer if_/loop)."""
-        if name.startswith("$L__"):
+        if isinstance(name, str) and name.startswith("$L__"):
             raise DSLError(f"label {name!r}: the $L__ prefix is reserved for generated labels")
         lab = Label(self._name(name))
         self._append(LabelStmt(lab, self._loc()))
         return lab
-
-    @_located
-    def bra(self, target: Label, *, uni: bool = False) -> None:
-        """bra{.uni} label (predicated with `with k.guard(p):`)."""
-        if not isinstance(target, Label):
-            raise DSLError(f"bra target={target!r}: expected a Label from k.label()")
-        self._insert(core.Bra(target, uni))
 
     @contextmanager
     def guard(self, p):
@@ -452,9 +361,8 @@ class KernelBuilder:
             raise DSLError(f"loop step={step!r}: expected a non-zero integer constant", loc)
         if self._guard is not None:
             raise DSLError("loop inside a guard() block is not allowed", loc)
-        from .isa.base import value
         try:
-            start, stop = value("loop start", start, t, sreg=True), value("loop stop", stop, t)
+            start, stop = check_value("loop start", start, t, sreg=True), check_value("loop stop", stop, t)
         except PtxdslError as e:
             raise e.at(loc) from None
         node = Loop(self.kernel.new_reg(t), start, stop, step, self.kernel.new_reg(pred), loc=loc)
@@ -478,85 +386,30 @@ class KernelBuilder:
             self._last_if = node
 
     def _elect(self, mask):
-        p = self.kernel.new_reg(pred)
-        self._insert(cluster.ElectSync(p, None, mask))
-        return p
+        return self._op(warp.ElectSync, mask=mask)
 
     # ------------------------------------------------------------------------------ mbarrier
 
-    @_located
-    def mbarrier_init(self, bar, count=1, *, space: str = "shared::cta") -> None:
-        """mbarrier.init.shared::cta.b64 [bar], count."""
-        self._insert(mbarrier.MbarrierInit(bar, count, space))
-
-    @_located
-    def mbarrier_inval(self, bar, *, space: str = "shared::cta") -> None:
-        """mbarrier.inval.shared::cta.b64 [bar]."""
-        self._insert(mbarrier.MbarrierInval(bar, space))
-
-    def _arrive(self, bar, state, **kw):
-        dst = self.kernel.new_reg(u64) if state else None
-        self._insert(mbarrier.MbarrierArrive(bar, dst, **kw))
-        return dst
-
-    @_located
-    def mbarrier_arrive(self, bar, count=None, *, sem=None, scope=None, space="shared::cta", state=False):
-        """mbarrier.arrive{.sem}{.scope}{.space}.b64 state|_, [bar]{, count}. Returns the state
-        register when state=True (else the sink `_` is the destination)."""
-        return self._arrive(bar, state, count=count, sem=sem, scope=scope, space=space)
-
-    @_located
-    def mbarrier_arrive_no_complete(self, bar, count, *, sem=None, scope=None, space="shared::cta", state=True):
-        """mbarrier.arrive.noComplete{.release}{.cta}.shared::cta.b64 state, [bar], count."""
-        return self._arrive(bar, state, count=count, sem=sem, scope=scope, space=space, no_complete=True)
-
-    @_located
-    def mbarrier_arrive_drop(self, bar, count=None, *, sem=None, scope=None, space="shared::cta", state=False):
-        """mbarrier.arrive_drop{.sem}{.scope}{.space}.b64 state|_, [bar]{, count}."""
-        return self._arrive(bar, state, count=count, sem=sem, scope=scope, space=space, drop=True)
-
-    @_located
-    def mbarrier_arrive_drop_no_complete(self, bar, count, *, sem=None, scope=None, space="shared::cta",
-                                         state=True):
-        """mbarrier.arrive_drop.noComplete{.release.cta}.shared::cta.b64 state, [bar], count."""
-        return self._arrive(bar, state, count=count, sem=sem, scope=scope, space=space, drop=True,
-                            no_complete=True)
-
-    @_located
-    def mbarrier_arrive_expect_tx(self, bar, tx, *, sem=None, scope=None, space="shared::cta", state=False):
-        """mbarrier.arrive.expect_tx{.sem}{.scope}{.space}.b64 state|_, [bar], tx."""
-        return self._arrive(bar, state, tx=tx, sem=sem, scope=scope, space=space)
-
-    @_located
-    def mbarrier_arrive_drop_expect_tx(self, bar, tx, *, sem=None, scope=None, space="shared::cta", state=False):
-        """mbarrier.arrive_drop.expect_tx{.sem}{.scope}{.space}.b64 state|_, [bar], tx."""
-        return self._arrive(bar, state, tx=tx, sem=sem, scope=scope, space=space, drop=True)
-
-    @_located
-    def mbarrier_expect_tx(self, bar, tx, *, sem=None, scope=None, space="shared::cta") -> None:
-        """mbarrier.expect_tx{.relaxed}{.scope}{.space}.b64 [bar], tx."""
-        self._insert(mbarrier.MbarrierExpectTx(bar, tx, sem, scope, space))
-
-    @_located
-    def mbarrier_complete_tx(self, bar, tx, *, sem=None, scope=None, space="shared::cta") -> None:
-        """mbarrier.complete_tx{.relaxed}{.scope}{.space}.b64 [bar], tx."""
-        self._insert(mbarrier.MbarrierExpectTx(bar, tx, sem, scope, space, complete=True))
-
     def _wait_op(self, kind, bar, parity, state, hint, sem, scope, space, out):
-        d = self._reg(pred, out)
-        return mbarrier.MbarrierWait(bar, d, parity, state, hint, sem, scope, space, kind)
+        cls = mbarrier.wait_class(kind, parity, state)
+        kw = {"parity": parity} if parity is not None else {"state": state}
+        if hint is not None:
+            if kind != "try_wait":
+                raise DSLError("mbarrier.test_wait takes no suspend-time hint")
+            kw["hint"] = hint
+        return cls(alloc=self.kernel.new_reg, bar=bar, sem=sem, scope=scope, space=space, done=out, **kw)
 
     @_located
     def mbarrier_try_wait(self, bar, *, parity=None, state=None, hint=None, sem=None, scope=None,
                           space="shared::cta", out=None) -> Reg:
-        """mbarrier.try_wait{.parity}{.sem}{.scope}.shared::cta.b64 p, [bar], parity|state{, hint} -> p."""
-        return self._insert(self._wait_op("try_wait", bar, parity, state, hint, sem, scope, space, out)).dst
+        """mbarrier.try_wait{.parity}{.sem.scope}.shared::cta.b64 p, [bar], parity|state{, hint} -> p."""
+        return self._insert(self._wait_op("try_wait", bar, parity, state, hint, sem, scope, space, out)).done
 
     @_located
     def mbarrier_test_wait(self, bar, *, parity=None, state=None, sem=None, scope=None,
                            space="shared::cta", out=None) -> Reg:
-        """mbarrier.test_wait{.parity}{.sem}{.scope}.shared::cta.b64 p, [bar], parity|state -> p."""
-        return self._insert(self._wait_op("test_wait", bar, parity, state, None, sem, scope, space, out)).dst
+        """mbarrier.test_wait{.parity}{.sem.scope}.shared::cta.b64 p, [bar], parity|state -> p."""
+        return self._insert(self._wait_op("test_wait", bar, parity, state, None, sem, scope, space, out)).done
 
     @_located
     def mbarrier_wait(self, bar, *, parity=None, state=None, hint=None, sem=None, scope=None,
@@ -572,43 +425,34 @@ class KernelBuilder:
         self.kernel.wait_sites.append(node)
         self._append(node)
 
-    @_located
-    def mbarrier_pending_count(self, state, *, out=None) -> Reg:
-        """mbarrier.pending_count.b64 count, state."""
-        d = self._reg(u32, out)
-        self._insert(mbarrier.MbarrierPendingCount(d, state))
-        return d
-
     # ------------------------------------------------------------------------------- fences
-
-    @_located
-    def fence_proxy_async(self, space: str | None = None) -> None:
-        """fence.proxy.async{.space}."""
-        self._insert(fence.FenceProxyAsync(space))
-
-    @_located
-    def fence_mbarrier_init(self) -> None:
-        """fence.mbarrier_init.release.cluster."""
-        self._insert(fence.FenceMbarrierInit())
 
     @_located
     def fence_proxy_tensormap(self, sem: str, scope: str, addr=None) -> None:
         """fence.proxy.tensormap::generic.release.scope / .acquire.scope [addr], 128."""
         if isinstance(addr, (Param, TensorMapRef)):
             addr = addr.value if isinstance(addr, Param) else addr.addr
-        self._insert(fence.FenceProxyTensormap(sem, scope, addr))
-
-    @_located
-    def fence(self, sem: str = "acq_rel", scope: str = "cta") -> None:
-        """fence.{sc,acq_rel,acquire,release}.scope."""
-        self._insert(fence.Fence(sem, scope))
+        cls = {"release": fence.FenceProxyTensormapRelease, "acquire": fence.FenceProxyTensormapAcquire}.get(
+            sem if isinstance(sem, str) else None)
+        if cls is None:
+            raise DSLError(f"fence.proxy.tensormap::generic sem={sem!r} is not allowed; expected 'release' or "
+                           f"'acquire'")
+        if sem == "acquire" and addr is None:
+            raise DSLError("fence.proxy.tensormap::generic.acquire needs addr= (the tensor map it acquires)")
+        if sem == "release" and addr is not None:
+            raise DSLError("fence.proxy.tensormap::generic.release takes no address")
+        self._op(cls, scope=scope, **({"addr": addr} if addr is not None else {}))
 
     @_located
     def fence_sync_restrict(self, sem: str, *, proxy_async: bool = False) -> None:
         """fence{.proxy.async::generic}.{release|acquire}.sync_restrict::shared::{cta|cluster}.cluster."""
-        self._insert(fence.FenceSyncRestrict(sem, proxy_async))
+        cls = {"release": fence.FenceSyncRestrictRelease, "acquire": fence.FenceSyncRestrictAcquire}.get(
+            sem if isinstance(sem, str) else None)
+        if cls is None:
+            raise DSLError(f"fence sync_restrict sem={sem!r} is not allowed; expected 'release' or 'acquire'")
+        self._op(cls, proxy_async=proxy_async)
 
-    # ------------------------------------------------------------------------- bulk tensor
+    # ------------------------------------------------------------------------- bulk copies
 
     @_located
     def cp_async_bulk_tensor(self, dst, src, coords, *, mbar=None, dst_space: str = "shared::cluster",
@@ -620,29 +464,18 @@ class KernelBuilder:
         if _is_tmap(src) and not _is_tmap(dst):
             if mbar is None:
                 raise DSLError("cp.async.bulk.tensor load: mbar= is missing; a load completes on an mbarrier")
-            self._insert(bulk.CpAsyncBulkTensorLoad(dst, src, tuple(coords), mbar, dst_space, mode, im2col,
-                                                    multicast, cta_group, cache_hint))
+            self._op(bulk.CpAsyncBulkTensorLoad, dst=dst, src=src, coords=_tuple(coords), mbar=mbar,
+                     dst_space=dst_space, mode=mode, im2col=im2col, multicast=multicast, cta_group=cta_group,
+                     cache_hint=cache_hint)
         elif _is_tmap(dst) and not _is_tmap(src):
             if mbar is not None or multicast is not None or im2col is not None or cta_group is not None:
                 raise DSLError("cp.async.bulk.tensor store: mbar/multicast/im2col/cta_group are load-only "
                                "(a store completes through bulk groups)")
-            self._insert(bulk.CpAsyncBulkTensorStore(dst, tuple(coords), src, mode, cache_hint))
+            self._op(bulk.CpAsyncBulkTensorStore, dst=dst, src=src, coords=_tuple(coords), mode=mode,
+                     cache_hint=cache_hint)
         else:
             raise DSLError("cp.async.bulk.tensor: exactly one of dst/src must be a tensor map "
                            "(src for a load, dst for a store)")
-
-    @_located
-    def cp_reduce_async_bulk_tensor(self, op: str, dst, src, coords, *, mode: str = "tile",
-                                    cache_hint=None) -> None:
-        """cp.reduce.async.bulk.tensor.Nd.global.shared::cta.op: reduce the shared box `src` into the
-        tensor map `dst`."""
-        self._insert(bulk.CpReduceAsyncBulkTensor(op, dst, tuple(coords), src, mode, cache_hint))
-
-    @_located
-    def cp_async_bulk_prefetch_tensor(self, tmap, coords, *, mode: str = "tile", im2col=None,
-                                      cache_hint=None) -> None:
-        """cp.async.bulk.prefetch.tensor.Nd.L2.global: prefetch a box into L2."""
-        self._insert(bulk.CpAsyncBulkPrefetchTensor(tmap, tuple(coords), mode, im2col, cache_hint))
 
     @_located
     def cp_async_bulk(self, dst, src, size, *, dst_space: str, src_space: str, mbar=None, multicast=None,
@@ -651,130 +484,48 @@ class KernelBuilder:
         (dst_space, src_space) pair, spelled as in PTX: ('shared::cta', 'global') and ('shared::cluster',
         'global' | 'shared::cta') complete on `mbar`; ('global', 'shared::cta') through bulk groups.
         multicast= is a 16-bit CTA mask (global -> shared::cluster); byte_mask= is .cp_mask (sm_100+)."""
-        self._insert(bulk.CpAsyncBulk(dst, src, size, dst_space, src_space, mbar, multicast, cache_hint,
-                                      byte_mask))
+        cls = bulk.bulk_class(dst_space, src_space)
+        given = {"mbar": mbar, "multicast": multicast, "cache_hint": cache_hint, "byte_mask": byte_mask}
+        slots = {s.name for s in cls.operands}
+        for name, v in given.items():
+            if v is not None and name not in slots:
+                why = {"mbar": "it completes through bulk groups", "multicast": "multicast is only for "
+                       "dst_space='shared::cluster', src_space='global'", "cache_hint": "it never touches L2",
+                       "byte_mask": ".cp_mask is only for the shared::cta -> global direction"}[name]
+                raise DSLError(f"cp.async.bulk.{dst_space}.{src_space} takes no {name}=: {why}")
+        if "mbar" in slots and mbar is None:
+            raise DSLError(f"cp.async.bulk.{dst_space}.{src_space}: mbar= is missing; this copy completes on an "
+                           f"mbarrier in the destination CTA")
+        self._op(cls, dst=dst, src=src, size=size, **{k: v for k, v in given.items() if v is not None})
 
     @_located
     def cp_reduce_async_bulk(self, op: str, dst, src, size, *, type, dst_space: str, mbar=None,
                              noftz: bool = False, cache_hint=None) -> None:
         """cp.reduce.async.bulk.dst_space.shared::cta.op{.noftz}.type: reduce `size` bytes of the shared
         buffer `src` into `dst` (dst_space 'global' through bulk groups, 'shared::cluster' on `mbar`)."""
-        self._insert(bulk.CpReduceAsyncBulk(op, type, dst, src, size, dst_space, mbar, noftz, cache_hint))
-
-    @_located
-    def cp_async_bulk_prefetch(self, src, size, *, cache_hint=None) -> None:
-        """cp.async.bulk.prefetch.L2.global [src], size: prefetch `size` bytes of global memory into L2."""
-        self._insert(bulk.CpAsyncBulkPrefetch(src, size, cache_hint))
-
-    @_located
-    def cp_async_bulk_commit_group(self) -> None:
-        """cp.async.bulk.commit_group."""
-        self._insert(bulk.CpAsyncBulkCommitGroup())
-
-    @_located
-    def cp_async_bulk_wait_group(self, n: int = 0, *, read: bool = False) -> None:
-        """cp.async.bulk.wait_group{.read} n."""
-        self._insert(bulk.CpAsyncBulkWaitGroup(n, read))
+        if dst_space == "global":
+            if mbar is not None:
+                raise DSLError("cp.reduce.async.bulk.global completes through bulk groups; it takes no mbar=")
+            self._op(bulk.CpReduceAsyncBulkGlobal, op=op, type=type, dst=dst, src=src, size=size, noftz=noftz,
+                     cache_hint=cache_hint)
+        elif dst_space == "shared::cluster":
+            if mbar is None:
+                raise DSLError("cp.reduce.async.bulk.shared::cluster: mbar= is missing; it completes on an "
+                               "mbarrier in the destination CTA")
+            if cache_hint is not None:
+                raise DSLError("cp.reduce.async.bulk.shared::cluster takes no cache_hint")
+            if noftz:
+                raise DSLError("cp.reduce.async.bulk: noftz=True is only for .add.f16 / .add.bf16 into global "
+                               "memory")
+            self._op(bulk.CpReduceAsyncBulkCluster, op=op, type=type, dst=dst, src=src, size=size, mbar=mbar)
+        else:
+            raise DSLError(f"cp.reduce.async.bulk dst_space={dst_space!r} is not allowed; expected 'global' or "
+                           f"'shared::cluster'")
 
     @_located
     def cp_async_bulk_wait_group_read(self, n: int = 0) -> None:
         """cp.async.bulk.wait_group.read n: the shared sources of all but n groups may be reused."""
-        self._insert(bulk.CpAsyncBulkWaitGroup(n, True))
-
-    # ------------------------------------------------------------------------------ cluster
-
-    @_located
-    def elect_sync(self, mask=0xFFFFFFFF, *, lane: bool = False):
-        """elect.sync d|p, mask -> p (and the leader's lane id when lane=True)."""
-        p = self.kernel.new_reg(pred)
-        d = self.kernel.new_reg(u32) if lane else None
-        self._insert(cluster.ElectSync(p, d, mask))
-        return (p, d) if lane else p
-
-    @_located
-    def barrier_cluster_arrive(self, *, sem=None, aligned: bool = True) -> None:
-        """barrier.cluster.arrive{.release|.relaxed}{.aligned}."""
-        self._insert(cluster.BarrierCluster("arrive", sem, aligned))
-
-    @_located
-    def barrier_cluster_wait(self, *, sem=None, aligned: bool = True) -> None:
-        """barrier.cluster.wait{.acquire}{.aligned}."""
-        self._insert(cluster.BarrierCluster("wait", sem, aligned))
-
-    @_located
-    def mapa(self, addr, rank, *, space: str = "shared::cluster", out=None) -> Reg:
-        """mapa.shared::cluster.{u32|u64} d, addr, rank: addr's location in CTA `rank` of the cluster
-        (space='' is the generic mapa.u64 form; the width follows addr)."""
-        wide = isinstance(addr, Reg) and addr.type.bits == 64
-        d = self._reg(u64 if wide else u32, out, space=space or None)
-        self._insert(cluster.Mapa(d, addr, rank, space))
-        return d
-
-    @_located
-    def getctarank(self, addr, *, space: str = "shared::cluster", out=None) -> Reg:
-        """getctarank{.shared::cluster}.{u32|u64} d, addr (space='' is the generic .u64 form)."""
-        d = self._reg(u32, out)
-        self._insert(cluster.Getctarank(d, addr, space))
-        return d
-
-    @_located
-    def st_async(self, type, addr, value, mbar) -> None:
-        """st.async.shared::cluster.mbarrier::complete_tx::bytes{.v2|.v4}.type [addr], value, [mbar]: store
-        into a peer CTA's shared memory and complete-tx the bytes on its mbarrier (a tuple stores a vector)."""
-        self._insert(cluster.StAsync(type, addr, value, mbar))
-
-    @_located
-    def red_async(self, op: str, type, addr, value, mbar) -> None:
-        """red.async.relaxed.cluster.shared::cluster.mbarrier::complete_tx::bytes.op.type [addr], value, [mbar]."""
-        self._insert(cluster.RedAsync(op, type, addr, value, mbar))
-
-    # ------------------------------------------------------------------ execution control
-
-    @_located
-    def griddepcontrol_launch_dependents(self) -> None:
-        """griddepcontrol.launch_dependents: the dependent grid may start launching."""
-        self._insert(control.Griddepcontrol("launch_dependents"))
-
-    @_located
-    def griddepcontrol_wait(self) -> None:
-        """griddepcontrol.wait: wait for the prerequisite grids and see their memory."""
-        self._insert(control.Griddepcontrol("wait"))
-
-    @_located
-    def setmaxnreg_inc(self, n: int) -> None:
-        """setmaxnreg.inc.sync.aligned.u32 n (warpgroup-collective)."""
-        self._insert(control.Setmaxnreg("inc", n))
-
-    @_located
-    def setmaxnreg_dec(self, n: int) -> None:
-        """setmaxnreg.dec.sync.aligned.u32 n (warpgroup-collective)."""
-        self._insert(control.Setmaxnreg("dec", n))
-
-    # --------------------------------------------------------------------------- policies
-
-    @_located
-    def createpolicy_fractional(self, primary: str = "L2::evict_last", secondary=None, fraction=None, *,
-                                out=None) -> Reg:
-        """createpolicy.fractional.primary{.secondary}.b64 policy{, fraction} -> the .b64 policy register
-        (levels spelled as in PTX: 'L2::evict_last', 'L2::evict_first', ...)."""
-        d = self._reg(b64, out)
-        self._insert(policy.CreatepolicyFractional(d, primary, secondary, fraction))
-        return d
-
-    @_located
-    def createpolicy_range(self, addr, primary_size, total_size, *, primary: str = "L2::evict_last",
-                           secondary=None, space: str = "global", out=None) -> Reg:
-        """createpolicy.range{.global}.primary{.secondary}.b64 policy, [addr], primary_size, total_size."""
-        d = self._reg(b64, out)
-        self._insert(policy.CreatepolicyRange(d, addr, primary_size, total_size, primary, secondary, space))
-        return d
-
-    @_located
-    def createpolicy_cvt(self, access_property, *, out=None) -> Reg:
-        """createpolicy.cvt.L2.b64 policy, access_property."""
-        d = self._reg(b64, out)
-        self._insert(policy.CreatepolicyCvt(d, access_property))
-        return d
+        self._op(bulk.CpAsyncBulkWaitGroup, n=n, read=True)
 
     # -------------------------------------------------------------------------- tensor maps
 
@@ -783,20 +534,25 @@ class KernelBuilder:
         """tensormap.replace.tile.field{.space}.b1024.type [addr], {ord,} new_val. `space` defaults to the
         address's: a shared buffer -> 'shared::cta', a global register -> 'global', else '' (generic).
         rank takes rank-1; field3 values (elemtype, swizzle_mode, ...) are immediates or names."""
-        space = tensormap.infer_space(addr) if space is None else space
-        self._insert(tensormap.TensormapReplace(field, addr, new_val, ord, space, mode))
+        cls = tensormap.REPLACE.get(field) if isinstance(field, str) else None
+        if cls is None:
+            raise DSLError(f"tensormap.replace field={field!r} is not allowed; expected one of "
+                           f"{', '.join(tensormap.REPLACE)}")
+        kw = {"ord": ord} if ord is not None else {}
+        if ord is None and any(s.name == "ord" for s in cls.operands):
+            raise DSLError(f"tensormap.replace.{mode}.{field}: ord= (the dimension, an immediate 0..4) is missing")
+        if ord is not None and not any(s.name == "ord" for s in cls.operands):
+            raise DSLError(f"tensormap.replace.{mode}.{field} takes no ord= (only box_dim, global_dim, "
+                           f"global_stride, element_stride do)")
+        self._op(cls, addr=addr, new_val=new_val, space=space, mode=mode, **kw)
+
+    # ------------------------------------------------------------------------------- warp
 
     @_located
-    def tensormap_cp_fenceproxy(self, dst, src, *, scope: str = "gpu") -> None:
-        """tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.scope.sync.aligned
-        [dst], [src], 128: publish the shared copy `src` to the global map `dst` (run by a whole warp)."""
-        self._insert(tensormap.TensormapCpFenceproxy(dst, src, scope))
-
-    @_located
-    def prefetch_tensormap(self, tmap, *, space: str = "") -> None:
-        """prefetch{.param|.const}.tensormap [tmap]: a tensor-map param or generic address ('' default),
-        the param symbol (space='param') or a .const address (space='const')."""
-        self._insert(tensormap.PrefetchTensormap(tmap, space))
+    def vote_sync(self, mode: str, a, mask=0xFFFFFFFF, *, out=None) -> Reg:
+        """vote.sync.{all,any,uni}.pred d, a, mask -> a .pred; vote.sync.ballot.b32 -> the .u32 ballot."""
+        cls = warp.VoteSyncBallot if mode == "ballot" else warp.VoteSync
+        return self._op(cls, mode=mode, a=a, mask=mask, out=out)
 
     # ------------------------------------------------------------------------------ helpers
 
@@ -815,18 +571,15 @@ def _is_tmap(v) -> bool:
     return isinstance(v, TensorMapRef) or (isinstance(v, Param) and v.kind == "tensormap")
 
 
-def _no_type(what):
-    raise DSLError(f"{what}: cannot infer the type from a constant; pass type=")
+def _integer(what: str, v) -> int:
+    """v as a Python int (numpy integers included); DSLError for anything else (bools and floats too)."""
+    if isinstance(v, bool) or not hasattr(v, "__index__"):
+        raise DSLError(f"{what}={v!r}: expected an integer")
+    return operator.index(v)
 
 
-def _infer(what, a, b, type) -> ScalarType:
-    if type is not None:
-        return scalar_type(type)
-    for v in (a, b):
-        t = operand_type(v)
-        if t is not None:
-            return t
-    raise DSLError(f"{what}: cannot infer the type from constants alone; pass type=")
+def _tuple(v) -> tuple:
+    return tuple(v) if isinstance(v, (tuple, list)) else (v,)
 
 
 def _check_directives(d: dict) -> dict:
@@ -869,7 +622,8 @@ def _check_directives(d: dict) -> dict:
 def kernel(name: str, **kw) -> KernelBuilder:
     """Start a kernel: `with ptxdsl.kernel("name", reqntid=128) as k:`.
 
-    Options: arch / ptx pin .target / .version; debug=True (or a timeout in seconds) bounds every
+    Options: arch / ptx pin .target / .version; verify=False (default: the PTXDSL_VERIFY environment
+    variable, else True) leaves the verifier's rules to an explicit `ptxdsl.verify.check(kernel)`; debug=True (or a timeout in seconds) bounds every
     wait loop; directives
     reqntid, maxntid, minnctapersm, maxnreg, reqnctapercluster, explicitcluster, maxclusterrank.
     """
@@ -881,3 +635,101 @@ def module(*kernels, arch: str | None = None, ptx=None) -> Module:
     ks = [k.finish() if isinstance(k, KernelBuilder) else k for k in kernels]
     return Module(ks, arch, ptx)
 
+
+
+# ------------------------------------------------------------------------------ generated methods
+
+_UNSET = object()
+
+
+def _method_ops() -> dict:
+    """Builder method name -> the op classes declared with it."""
+    out: dict = {}
+    for cls in OPS:
+        out.setdefault(cls.method, []).append(cls)
+    return out
+
+
+def _signature(cls) -> inspect.Signature:
+    """A generated method's signature: the op's `args` positionally (those with defaults last), then every
+    other qualifier and input operand by keyword, and out= for its first destination."""
+    slots = {s.name: s for s in cls.operands}
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    seen = set()
+    defaulted = False
+    for name in cls.args:
+        default = _default(cls, name, slots)
+        if default is REQUIRED and defaulted:
+            default = None
+        defaulted = defaulted or default is not REQUIRED
+        params.append(inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                        default=inspect.Parameter.empty if default is REQUIRED else default))
+        seen.add(name)
+    for name in [s.name for s in cls.operands if not (s.kind.out or s.kind.fixed or s.inline)] + list(cls.quals):
+        if name in seen or (name in cls.quals and cls.quals[name].derived):
+            continue
+        default = _default(cls, name, slots)
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
+                                        default=None if default is REQUIRED else default))
+        seen.add(name)
+    first = _first_out(cls)
+    for s in cls.operands:
+        if s.kind.out:
+            name = "out" if s.name == first else s.name
+            if name not in seen:
+                params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None))
+    return inspect.Signature(params)
+
+
+def _first_out(cls):
+    """The destination `out=` names: the first one that is not a sink by default."""
+    return next((s.name for s in cls.operands if s.kind.out and not getattr(s.kind, "sink", False)), None)
+
+
+def _default(cls, name, slots):
+    if name in slots:
+        s = slots[name]
+        return None if s.optional else s.default
+    q = cls.quals[name]
+    if q.default is not None or None in q.values or q.inferred or getattr(q, "infer", ()):
+        return q.default
+    return REQUIRED
+
+
+def _generated_method(cls):
+    """The builder method of one declared op: bind the arguments, build, insert, return the results."""
+    sig = _signature(cls)
+    given_names = {p.name for p in sig.parameters.values()}
+
+    positional = [p.name for p in sig.parameters.values() if p.kind == p.POSITIONAL_OR_KEYWORD][1:]
+    required = {p.name for p in sig.parameters.values() if p.default is inspect.Parameter.empty} - {"self"}
+
+    def method(self, *args, **kw):
+        if len(args) <= len(positional) and kw.keys() <= given_names and not kw.keys() & set(positional[:len(args)]):
+            values = dict(zip(positional, args), **kw)          # the usual call: no Signature.bind
+            if required <= values.keys():
+                return self._op(cls, **values)
+        try:
+            bound = sig.bind(self, *args, **kw)
+        except TypeError as e:
+            raise DSLError(f"{cls.method}(): {e}; it takes ({', '.join(sorted(given_names - {'self'}))})") from None
+        values = {k: v for k, v in bound.arguments.items() if k != "self"}
+        return self._op(cls, **values)
+
+    method.__name__ = method.__qualname__ = cls.method
+    method.__signature__ = sig
+    method.__doc__ = f"{cls.template()}\n\n{(cls.__doc__ or '').strip()}"
+    return _located(method)
+
+
+def _install_methods():
+    for name, classes in _method_ops().items():
+        if name in KernelBuilder.__dict__:
+            continue                          # written by hand: ops with several forms, helpers
+        if len(classes) != 1:
+            raise TypeError(f"ops {', '.join(c.__name__ for c in classes)} share the builder method {name!r}; "
+                            f"write it in KernelBuilder")
+        setattr(KernelBuilder, name, _generated_method(classes[0]))
+
+
+_install_methods()

@@ -7,9 +7,11 @@ GPU is present (for FILE.ptxd, the `run` of the sibling FILE.py, given the .ptxd
 from __future__ import annotations
 
 import argparse
+import os
 import runpy
 import sys
 import time
+import traceback
 from pathlib import Path
 
 from .builder import KernelBuilder
@@ -18,18 +20,32 @@ from .errors import PtxdslError
 from .ir import Kernel, Module
 
 
-def load_kernels(path: str) -> tuple[list[Kernel], dict]:
-    """The kernels a .py or .ptxd file defines, in definition order, and the .py file's namespace."""
-    p = Path(path)
-    if p.suffix == ".ptxd":
-        from .lang import load
+class FileError(PtxdslError):
+    """A file the command line cannot read as kernels."""
 
-        return [_as_kernel(k) for k in load(str(p))], {}
-    sys.path.insert(0, str(p.resolve().parent))
-    try:
-        ns = runpy.run_path(str(p), run_name=f"ptxdsl_file_{p.stem}")
-    finally:
-        sys.path.pop(0)
+
+def load_kernels(path: str, *, verify: bool = True) -> tuple[list[Kernel], dict]:
+    """The kernels a .py or .ptxd file defines, in definition order, and the .py file's namespace. With
+    verify=False the kernels are built without the verifier raising (PTXDSL_VERIFY=0 while a .py file runs),
+    so that `check` can list every finding."""
+    p = Path(path)
+    if not path:
+        raise FileError("an empty file name was given")
+    if not p.exists():
+        raise FileError(f"{path}: no such file")
+    if p.is_dir():
+        raise FileError(f"{path}: is a directory; give a .py or .ptxd file")
+    if p.suffix not in (".py", ".ptxd"):
+        raise FileError(f"{path}: not a .py or .ptxd file")
+    if p.suffix == ".ptxd":
+        from .lang import loads
+
+        try:
+            text = p.read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            raise FileError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason})") from None
+        return [_as_kernel(k) for k in loads(text, str(p), verify=verify)], {}
+    ns = _run_file(p, verify)
     kernels, seen = [], set()
     for v in ns.values():
         items = v.kernels if isinstance(v, Module) else [v]
@@ -42,6 +58,41 @@ def load_kernels(path: str) -> tuple[list[Kernel], dict]:
     return kernels, ns
 
 
+def _run_file(p: Path, verify: bool) -> dict:
+    """Run a .py file as a module; its own errors and exits become a FileError naming the file's line."""
+    saved = os.environ.get("PTXDSL_VERIFY")
+    if not verify:
+        os.environ["PTXDSL_VERIFY"] = "0"
+    sys.path.insert(0, str(p.resolve().parent))
+    try:
+        return runpy.run_path(str(p), run_name=f"ptxdsl_file_{p.stem}")
+    except PtxdslError:
+        raise
+    except SystemExit as e:
+        raise FileError(f"{p}: the file called sys.exit({e.code!r}) while it was loaded") from None
+    except SyntaxError as e:
+        raise FileError(f"{e.filename or p}:{e.lineno}: {e.msg}") from None
+    except Exception as e:                    # the user's own code failed
+        frame = next((f for f in reversed(traceback.extract_tb(e.__traceback__)) if f.filename == str(p)), None)
+        where = f"{p}:{frame.lineno}" if frame else str(p)
+        raise FileError(f"{where}: {type(e).__name__}: {e}") from None
+    finally:
+        sys.path.pop(0)
+        if not verify:
+            if saved is None:
+                os.environ.pop("PTXDSL_VERIFY", None)
+            else:
+                os.environ["PTXDSL_VERIFY"] = saved
+
+
+def _kernels_of(path, args, *, verify=True):
+    """The selected kernels of a file; FileError when it defines none."""
+    kernels, ns = load_kernels(path, verify=verify)
+    if not kernels:
+        raise FileError(f"{path}: defines no kernels")
+    return _select(kernels, args.kernel), ns
+
+
 def _as_kernel(obj) -> Kernel:
     return obj.finish() if isinstance(obj, KernelBuilder) else obj
 
@@ -51,7 +102,7 @@ def _select(kernels, name):
         return kernels
     chosen = [k for k in kernels if k.name == name]
     if not chosen:
-        raise SystemExit(f"ptxdsl: no kernel {name!r}; the file defines {', '.join(k.name for k in kernels)}")
+        raise FileError(f"no kernel {name!r}; the file defines {', '.join(k.name for k in kernels)}")
     return chosen
 
 
@@ -64,53 +115,78 @@ def _asm_arch(args) -> str:
 
 
 def cmd_emit(args) -> int:
+    failed = 0
     for path in args.files:
-        kernels = _select(load_kernels(path)[0], args.kernel)
-        ptx = emit(_module_of(kernels, args), source_comments=args.source_comments, line_info=args.line_info)
-        sys.stdout.write(ptx.text)
-        if args.check:
-            from .assemble import assemble
+        try:
+            kernels, _ = _kernels_of(path, args)
+            ptx = emit(_module_of(kernels, args), source_comments=args.source_comments, line_info=args.line_info)
+            for k in kernels:
+                _warn(k)
+            sys.stdout.write(ptx.text)
+            if args.check:
+                from .assembler import assemble
 
-            print(assemble(ptx.text, _asm_arch(args), origins=ptx.origins).report(), file=sys.stderr)
-    return 0
+                print(assemble(ptx.text, _asm_arch(args), origins=ptx.origins).report(), file=sys.stderr)
+        except PtxdslError as e:
+            _error(e)
+            failed += 1
+    return 2 if failed else 0
+
+
+def _warn(k) -> None:
+    """The verifier's warnings on stderr (its errors have already stopped the build)."""
+    from . import verify
+
+    warnings = [d for d in verify.check(k) if d.severity == "warning"]
+    if warnings:
+        print(verify.format_diagnostics(warnings), file=sys.stderr)
+
+
+def _error(e: PtxdslError) -> None:
+    print(f"ptxdsl: error: {e}", file=sys.stderr)
 
 
 def cmd_check(args) -> int:
     from . import verify
-    from .assemble import assemble
+    from .assembler import assemble
 
     failed = 0
     for path in args.files:
-        with verify.deferred():
-            kernels = _select(load_kernels(path)[0], args.kernel)
-        diags = [d for k in kernels for d in verify.check(k)]
-        if diags:
-            print(verify.format_diagnostics(diags))
-            failed += sum(1 for d in diags if d.severity == "error")
-            if failed:
+        try:
+            kernels, _ = _kernels_of(path, args, verify=False)
+            diags = [d for k in kernels for d in verify.check(k)]
+            if diags:
+                print(verify.format_diagnostics(diags))
+            if any(d.severity == "error" for d in diags):
+                failed += 1
                 continue
-        ptx = emit(_module_of(kernels, args))
-        res = assemble(ptx.text, _asm_arch(args), origins=ptx.origins)
-        print(f"{path}: {len(kernels)} kernel(s), PTX {ptx.target.version} {ptx.target.arch}; assembled for "
-              f"{_asm_arch(args)}:")
-        print(res.report())
+            ptx = emit(_module_of(kernels, args))
+            res = assemble(ptx.text, _asm_arch(args), origins=ptx.origins)
+            print(f"{path}: {len(kernels)} kernel(s), PTX {ptx.target.version} {ptx.target.arch}; assembled for "
+                  f"{_asm_arch(args)}:")
+            print(res.report())
+        except PtxdslError as e:
+            _error(e)
+            failed += 1
     return 1 if failed else 0
 
 
 def cmd_run(args) -> int:
-    from .assemble import assemble
+    from .assembler import assemble
     from .runtime.driver import driver_available, unavailable_reason
 
     gpu = driver_available()
     bad = 0
     for path in args.files:
-        kernels, ns = load_kernels(path)
-        if not kernels:
-            print(f"{path}: defines no kernels")
+        try:
+            kernels, ns = _kernels_of(path, args)
+            ptx = emit(_module_of(kernels, args))
+            t0 = time.perf_counter()
+            assemble(ptx.text, _asm_arch(args), origins=ptx.origins)
+        except PtxdslError as e:
+            _error(e)
+            bad += 1
             continue
-        ptx = emit(_module_of(kernels, args))
-        t0 = time.perf_counter()
-        assemble(ptx.text, _asm_arch(args), origins=ptx.origins)
         names = ", ".join(k.name for k in kernels)
         print(f"{path}: emitted {names} (PTX {ptx.target.version} {ptx.target.arch}), assembled for {_asm_arch(args)} "
               f"in {1e3 * (time.perf_counter() - t0):.1f} ms")
@@ -159,7 +235,7 @@ def main(argv=None) -> int:
     try:
         return args.fn(args)
     except PtxdslError as e:
-        print(f"ptxdsl: error: {e}", file=sys.stderr)
+        _error(e)
         return 2
 
 

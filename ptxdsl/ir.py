@@ -10,17 +10,14 @@ import struct
 from dataclasses import dataclass, field
 
 from .errors import DSLError, SourceLoc
-from .types import ScalarType, pred, u32
+from .types import REG_CLASSES, ScalarType, pred, u32
 
 # ---------------------------------------------------------------------------------------- values
 
-REG_PREFIX = {1: "%p", 16: "%rs", 32: "%r", 64: "%rd"}
-REG_DECL = {1: ".pred", 16: ".b16", 32: ".b32", 64: ".b64"}
-
-
 @dataclass(eq=False)
 class Reg:
-    """A typed virtual register (%r7). Its PTX class follows its width: %p, %rs, %r, %rd."""
+    """A typed virtual register (%r7). Its PTX class follows its type, as nvcc names them: %p (.pred),
+    %rs (16-bit), %r (32-bit integers), %rd (64-bit integers), %f (.f32), %fd (.f64)."""
 
     type: ScalarType
     index: int
@@ -28,7 +25,7 @@ class Reg:
 
     @property
     def name(self) -> str:
-        return f"{REG_PREFIX[self.type.reg_bits]}{self.index}"
+        return f"%{self.type.reg_class}{self.index}"
 
     def __str__(self) -> str:
         return self.name
@@ -174,8 +171,7 @@ class Addr:
             return f"[{b}]"
         if isinstance(self.base, SharedAlloc) and self.base.dynamic:
             return f"[{self.base.base}+{self.base.offset + self.offset}]"
-        sign = "+" if self.offset > 0 else "-"
-        return f"[{b}{sign}{abs(self.offset)}]"
+        return f"[{b}+{self.offset}]"       # ptxas spells a negative offset [%rd2+-16], not [%rd2-16]
 
 
 @dataclass(frozen=True, eq=False)
@@ -268,7 +264,7 @@ class Kernel:
     shared: list = field(default_factory=list)
     body: list = field(default_factory=list)
     directives: dict = field(default_factory=dict)   # reqntid, maxntid, minnctapersm, maxnreg, ...
-    reg_counts: dict = field(default_factory=lambda: {1: 0, 16: 0, 32: 0, 64: 0})
+    reg_counts: dict = field(default_factory=lambda: dict.fromkeys(REG_CLASSES, 0))
     arch: str | None = None
     ptx: object = None
     debug: bool | float = False     # True, or the seconds a debug-mode wait spins before it traps
@@ -276,9 +272,9 @@ class Kernel:
     wait_sites: list = field(default_factory=list)    # WaitLoop objects in build order (debug reports)
 
     def new_reg(self, t: ScalarType, space: str | None = None) -> Reg:
-        bits = t.reg_bits
-        self.reg_counts[bits] += 1
-        return Reg(t, self.reg_counts[bits], space)
+        cls = t.reg_class
+        self.reg_counts[cls] += 1
+        return Reg(t, self.reg_counts[cls], space)
 
     @property
     def dynamic_base(self) -> str:
@@ -300,10 +296,6 @@ class Kernel:
     @property
     def dynamic_align(self) -> int:
         return max([a.align for a in self.shared if a.dynamic], default=16)
-
-    @property
-    def signature(self) -> list:
-        return list(self.params)
 
     @property
     def cluster_dims(self) -> tuple | None:
@@ -346,8 +338,4 @@ class Module:
 
 def is_pow2(n: int) -> bool:
     return n > 0 and (n & (n - 1)) == 0
-
-
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
 

@@ -3,18 +3,15 @@
     prog = ptxdsl.compile(k)
     prog["copy"](tmap_spec, out_array, 1024, grid=(8, 4), block=128)
 
-A kernel built with debug=True gets a hidden buffer in mapped host memory; a wait that gives up
-writes its site there and traps, and the launch raises KernelTrap naming the waiting line.
+A kernel built with debug=True gets a hidden record in mapped host memory (ptxdsl.runtime.watchdog); a
+wait that gives up writes its site there and traps, and the launch raises KernelTrap naming the waiting line.
 """
 from __future__ import annotations
 
-import ctypes
 import os
 
-from .emit import PTX, STATE_WAIT, emit
-from .errors import CudaError, KernelTrap, LaunchError, SourceLoc
-
-DEBUG_RECORD_BYTES = 16
+from .emit import PTX, emit
+from .errors import CudaError, LaunchError, SourceLoc
 
 
 class Program:
@@ -54,13 +51,14 @@ class Launcher:
     def __call__(self, *args, grid, block, shared_bytes: int | None = None, cluster=None, stream=None,
                  sync: bool = True):
         from .runtime.launch import launch
+        from .runtime.watchdog import Record
 
         info = self.info
         check_cluster_launch(info, cluster)
         shared = info.dynamic_shared_bytes if shared_bytes is None else shared_bytes
-        record = _DebugRecord() if info.debug else None
+        record = Record() if info.debug else None
         if record is not None:
-            args = _with_debug(info, args, record)
+            args = record.with_argument(info, args)
         try:
             launch(self.function, info.params, args, grid=grid, block=block, shared_bytes=shared,
                    cluster=cluster, stream=stream, sync=sync or info.debug)
@@ -82,51 +80,6 @@ def check_cluster_launch(info, cluster) -> None:
                           f"{info.needs_cluster}), which runs only in a cluster launch: pass cluster=(1, 1, 1) "
                           f"or more, or build the kernel with reqnctapercluster=", SourceLoc.caller(),
                           rule="launch.cluster-required")
-
-
-def _with_debug(info, args, record):
-    names = [p.name for p in info.params]
-    i = names.index("__ptxdsl_debug")
-    args = list(args)
-    args.insert(i, record.device_ptr)
-    return args
-
-
-class _DebugRecord:
-    """16 bytes of mapped, pinned host memory the kernel writes when a wait gives up."""
-
-    def __init__(self):
-        from cuda.bindings import driver
-
-        from .runtime.driver import check
-
-        self._host = check(driver.cuMemHostAlloc(DEBUG_RECORD_BYTES, driver.CU_MEMHOSTALLOC_DEVICEMAP),
-                           "cuMemHostAlloc")
-        ctypes.memset(int(self._host), 0, DEBUG_RECORD_BYTES)
-        self.device_ptr = int(check(driver.cuMemHostGetDevicePointer(self._host, 0), "cuMemHostGetDevicePointer"))
-
-    def _words(self):
-        return (ctypes.c_uint32 * 4).from_address(int(self._host))
-
-    @property
-    def site(self) -> int:
-        return int(self._words()[0])
-
-    def trap(self, info) -> KernelTrap | None:
-        """The exception for the wait that gave up, or None when the record names no wait of this kernel."""
-        site, parity = self.site, int(self._words()[1])
-        if not 1 <= site <= len(info.wait_sites):
-            return None
-        loc, bar, operand = info.wait_sites[site - 1]
-        phase = f"the phase of state token {operand}" if parity == STATE_WAIT else f"phase parity {parity}"
-        return KernelTrap(f"kernel {info.name!r} gave up waiting on mbarrier {bar!r} for {phase} (debug mode): "
-                          f"the phase never completed; check its arrival count and expect_tx bytes (the CUDA "
-                          f"context is unusable after the trap)", loc, rule="debug-watchdog")
-
-    def free(self):
-        from cuda.bindings import driver
-
-        driver.cuMemFreeHost(self._host)
 
 
 def compile(obj, *, arch: str | None = None, ptx=None, device=None, line_info: bool | None = None) -> Program:

@@ -2,8 +2,8 @@
 
 Every op declares a `Req`: the set of .target values that accept it and the lowest PTX ISA version
 it needs. A kernel's target is the lowest one that every op accepts; its .version is the highest of
-the target's own minimum and the ops' versions (numbers measured with ptxas 13.0, see
-shared/reference/ptx-tma-isa.md section 1).
+the target's own minimum and the ops' versions (numbers measured with ptxas through nvJitLink; the tests
+hold every declaration to it).
 """
 from __future__ import annotations
 
@@ -20,8 +20,9 @@ TARGET_MIN_PTX: dict[str, tuple[int, int]] = {
     "sm_100f": (8, 8), "sm_103a": (8, 8), "sm_110a": (9, 0), "sm_120a": (8, 7),
 }
 
-# The newest PTX ISA the H200's driver (CUDA 13.0) JIT-loads.
-MAX_PTX: tuple[int, int] = (9, 0)
+# The newest PTX ISA ptxdsl writes: the newest nvJitLink 13.5 assembles (measured). The H200's driver (CUDA
+# 13.0) JIT-loads up to 9.0.
+NEWEST_PTX: tuple[int, int] = (9, 5)
 
 ALL = frozenset(TARGETS)
 # Arch-specific (a/f) targets: tensormap.replace, setmaxnreg.
@@ -43,6 +44,8 @@ class Req:
     targets: frozenset = ALL
 
     def __and__(self, other: "Req") -> "Req":
+        if other.ptx <= self.ptx and other.targets >= self.targets:
+            return self                      # the usual case (BASE): nothing to narrow
         return Req(max(self.ptx, other.ptx), self.targets & other.targets)
 
     def describe(self) -> str:
@@ -74,14 +77,21 @@ class Target:
 
 
 def parse_ptx_version(v) -> tuple[int, int]:
-    """Accept (8, 0), '8.0' or 8.0."""
-    if isinstance(v, tuple):
-        return (int(v[0]), int(v[1]))
-    major, _, minor = str(v).partition(".")
+    """Accept (8, 0), '8.0' or 8.0; TargetError for anything else or a version ptxdsl cannot write."""
     try:
-        return (int(major), int(minor or 0))
-    except ValueError:
+        if isinstance(v, tuple) and len(v) == 2:
+            version = (int(v[0]), int(v[1]))
+        elif isinstance(v, (str, float, int)) and not isinstance(v, bool):
+            major, _, minor = str(v).partition(".")
+            version = (int(major), int(minor or 0))
+        else:
+            raise ValueError
+    except (ValueError, TypeError):
         raise TargetError(f"ptx={v!r} is not a PTX ISA version such as '8.0'") from None
+    if not (7, 0) <= version <= NEWEST_PTX:
+        raise TargetError(f"ptx={v!r}: ptxdsl writes PTX ISA 7.0 to {fmt_ptx(NEWEST_PTX)} (the newest its nvJitLink "
+                          f"assembles)")
+    return version
 
 
 def accepts(arch: str, req: Req) -> tuple[int, int] | None:
@@ -146,3 +156,23 @@ def _first_needing(reqs, arch, pinned):
         if max(TARGET_MIN_PTX[arch], r.ptx) > pinned:
             return what, loc
     return f"target {arch}", None
+
+
+def requirements(kernels):
+    """(op, Req, loc) for every op of the kernels in program order, and the cluster directives' floors."""
+    out = []
+    for k in kernels:
+        for ins in k.walk():
+            out.append((ins.op, ins.op.requires(), ins.loc))
+        for key in ("reqnctapercluster", "explicitcluster", "maxclusterrank"):
+            if key in k.directives:
+                out.append((f".{key}", Req((7, 8)), k.loc))
+    return out
+
+
+def resolve_target(kernels, arch=None, ptx=None) -> Target:
+    """The target of a module of `kernels`: pinned by `arch`/`ptx` or by the first kernel that pins one, else
+    the lowest that every instruction accepts."""
+    arch = arch or next((k.arch for k in kernels if k.arch), None)
+    ptx = ptx or next((k.ptx for k in kernels if k.ptx), None)
+    return resolve(requirements(kernels), arch, ptx)

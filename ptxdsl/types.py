@@ -3,8 +3,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 
 @dataclass(frozen=True)
 class ScalarType:
@@ -29,23 +27,21 @@ class ScalarType:
         return max(1, self.bits // 8)
 
     @property
-    def is_float(self) -> bool:
-        return self.kind == "f"
-
-    @property
-    def is_int(self) -> bool:
-        return self.kind in ("u", "s", "b")
-
-    @property
-    def is_signed(self) -> bool:
-        return self.kind == "s"
-
-    @property
     def reg_bits(self) -> int:
         """Width of the register class that holds this type (8-bit values live in 16-bit registers)."""
         if self.kind == "pred":
             return 1
         return max(16, self.bits)
+
+    @property
+    def reg_class(self) -> str:
+        """The register class a value of this type lives in, named as nvcc names it: p (.pred), rs (16-bit,
+        halves included), r (32-bit integers), rd (64-bit integers), f (.f32), fd (.f64)."""
+        if self.kind == "pred":
+            return "p"
+        if self.kind == "f" and self.bits >= 32:
+            return "f" if self.bits == 32 else "fd"
+        return {16: "rs", 32: "r", 64: "rd"}[self.reg_bits]
 
 
 pred = ScalarType("pred", 1, "pred")
@@ -62,23 +58,34 @@ ALL_TYPES: dict[str, ScalarType] = {
     for t in (pred, b8, b16, b32, b64, u8, u16, u32, u64, s8, s16, s32, s64, f16, bf16, f32, f64)
 }
 
+# Register classes in declaration order: class -> the type PTX declares them with.
+REG_CLASSES: dict[str, ScalarType] = {"p": pred, "rs": b16, "r": b32, "rd": b64, "f": f32, "fd": f64}
+
 
 def scalar_type(t) -> ScalarType:
     """Accept a ScalarType, a PTX name ('u32', '.u32') or a numpy dtype."""
     if isinstance(t, ScalarType):
         return t
+    from .errors import DSLError
+
     if isinstance(t, str):
         name = t.lstrip(".")
         if name in ALL_TYPES:
             return ALL_TYPES[name]
-        from .errors import DSLError
-
         raise DSLError(f"type={t!r} is not a PTX scalar type; expected one of {', '.join(ALL_TYPES)}")
-    return from_numpy(t)
+    try:
+        return from_numpy(t)
+    except DSLError:
+        raise
+    except Exception:
+        raise DSLError(f"type={t!r} is not a PTX scalar type; expected a name such as 'u32', a ptxdsl type such "
+                       f"as px.u32 or a numpy dtype") from None
 
 
 def from_numpy(dtype) -> ScalarType:
     """The PTX type of a numpy dtype (bf16 via ml_dtypes)."""
+    import numpy as np
+
     dt = np.dtype(dtype)
     if dt.name == "bfloat16":
         return bf16
@@ -94,8 +101,10 @@ def from_numpy(dtype) -> ScalarType:
     return table[dt.name]
 
 
-def to_numpy(t: ScalarType) -> np.dtype:
+def to_numpy(t: ScalarType):
     """The numpy dtype of a PTX type (bf16 via ml_dtypes)."""
+    import numpy as np
+
     if t is bf16:
         import ml_dtypes
 

@@ -1,50 +1,51 @@
-"""Execution control around TMA pipelines: griddepcontrol (programmatic dependent launch) and
-setmaxnreg (warpgroup register reallocation). Floors: shared/reference/ptx-tma-isa.md section 8.6."""
+"""Execution control around TMA pipelines: griddepcontrol (programmatic dependent launch) and setmaxnreg
+(warpgroup register reallocation)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
-
-from ..errors import DSLError
 from ..target import ARCH_SPECIFIC, Req
-from .base import Op, choice, immediate
+from . import effects as fx
+from .decl import Op
+from .operands import Const, Slot
 
 SETMAXNREG_RANGE = (24, 256)
 
 
-@dataclass(eq=False)
-class Griddepcontrol(Op):
-    """griddepcontrol.launch_dependents (let the dependent grid start) / griddepcontrol.wait (wait for
-    the prerequisite grids and see their writes)."""
+class GriddepcontrolLaunchDependents(Op):
+    """griddepcontrol.launch_dependents: the dependent grid may start launching."""
 
-    mnemonic: ClassVar[str] = "griddepcontrol"
-    action: str
-
-    def __post_init__(self):
-        choice("griddepcontrol action", self.action, {"launch_dependents", "wait"})
-
-    def emit(self) -> str:
-        return f"griddepcontrol.{self.action}"
+    ptx = "griddepcontrol.launch_dependents"
+    floor = Req((7, 8))
+    family = "control"
 
 
-@dataclass(eq=False)
-class Setmaxnreg(Op):
-    """setmaxnreg.{inc|dec}.sync.aligned.u32 N: raise / lower this warpgroup's per-thread register count
-    to N (24..256, a multiple of 8). Warpgroup-collective."""
+class GriddepcontrolWait(Op):
+    """griddepcontrol.wait: wait until the prerequisite grids have completed and their memory is visible."""
 
-    mnemonic: ClassVar[str] = "setmaxnreg"
-    action: str
-    n: int
+    ptx = "griddepcontrol.wait"
+    floor = Req((7, 8))
+    family = "control"
 
-    def __post_init__(self):
-        choice("setmaxnreg action", self.action, {"inc", "dec"})
-        lo, hi = SETMAXNREG_RANGE
-        self.n = immediate(f"setmaxnreg.{self.action} N", self.n, lo, hi)
-        if self.n % 8:
-            raise DSLError(f"setmaxnreg.{self.action} N={self.n}: the register count is a multiple of 8")
 
-    def emit(self) -> str:
-        return f"setmaxnreg.{self.action}.sync.aligned.u32 {self.n}"
+class _Setmaxnreg(Op):
+    abstract = True
+    operands = (Slot("n", Const(*SETMAXNREG_RANGE, step=8)),)
+    floor = Req((8, 0), ARCH_SPECIFIC)
+    family = "control"
+    note = "N is 24..256, a multiple of 8; warpgroup-collective"
 
-    def requires(self) -> Req:
-        return Req((8, 0), ARCH_SPECIFIC)
+    def effects(self):
+        return (fx.Collective("warpgroup"),)
+
+
+class SetmaxnregInc(_Setmaxnreg):
+    """setmaxnreg.inc.sync.aligned.u32 N: raise this warpgroup's per-thread register count to N."""
+
+    ptx = "setmaxnreg.inc.sync.aligned.u32"
+    mnemonic = "setmaxnreg.inc"
+
+
+class SetmaxnregDec(_Setmaxnreg):
+    """setmaxnreg.dec.sync.aligned.u32 N: lower this warpgroup's per-thread register count to N."""
+
+    ptx = "setmaxnreg.dec.sync.aligned.u32"
+    mnemonic = "setmaxnreg.dec"

@@ -1,57 +1,23 @@
-"""Core PTX: mov, integer/float arithmetic, setp/selp, ld/st, cvt, cvta, bar.sync, bra, ret, trap."""
+"""Core PTX: mov, integer/float arithmetic, setp/selp, cvt, cvta, ld/st/atom, bar.sync, bra, ret, exit, trap,
+membar.
+
+The arithmetic family is a table: one `_arith(...)` line declares one mnemonic (its types, its modifiers and
+the combinations ptxas refuses); the other ops are classes."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
-
 from ..errors import DSLError
-from ..ir import Label, Param, Reg, SharedAlloc, SpecialReg
-from ..target import Req
-from ..types import ALL_TYPES, ScalarType, pred, u32, u64
-from .base import Op, choice, dest, join, memory, ops, value
+from ..ir import Imm, Param, SharedAlloc, SpecialReg
+from ..target import SM100A, Req
+from ..types import ALL_TYPES, ScalarType, b16, b32, pred, u32, u64
+from . import effects as fx
+from .decl import Derived, Flag, Op, Qual, TypeQual
+from .operands import Address, Dst, Dsts, LabelRef, Slot, Value, Vector, describe
 
-
-@dataclass(eq=False)
-class Mov(Op):
-    """mov.type d, a  (a: register, immediate, special register, or a symbol whose address to take)."""
-
-    mnemonic: ClassVar[str] = "mov"
-    type: ScalarType
-    dst: Reg
-    src: object
-
-    def __post_init__(self):
-        self.dst = dest("mov d", self.dst, self.type)
-        if isinstance(self.src, (SharedAlloc, Param)):
-            if self.type.bits not in (32, 64) or self.type.kind == "f":
-                raise DSLError(f"mov of the address of {self.src}: expected .u32/.u64/.b64, got .{self.type.name}")
-        elif not isinstance(self.src, SpecialReg):
-            self.src = value("mov a", self.src, self.type)
-
-    def emit(self) -> str:
-        t = self.type.name
-        if self.type.kind == "f" and self.type.bits == 16:
-            t = "b16"
-        return f"mov.{t} {ops(self.dst, self.src)}"
-
-    def requires(self) -> Req:
-        if isinstance(self.src, SpecialReg):
-            return Req(self.src.req_ptx)
-        return super().requires()
-
-
-# Binary arithmetic and logic, as data: op -> the type kinds it takes (u, s, f, b, p = .pred).
-BINARY = {
-    "add": "usf", "sub": "usf", "mul": "usf", "div": "usf", "rem": "us",
-    "min": "usf", "max": "usf", "and": "usbp", "or": "usbp", "xor": "usbp", "shl": "usb", "shr": "usb",
-}
-AS_BITS = frozenset({"and", "or", "xor", "shl"})   # emitted on .bN whatever the integer kind
-INT_MUL_MODES = frozenset({"lo", "hi", "wide"})
-FLOAT_ROUNDING = frozenset({None, "rn", "rz", "rm", "rp"})
-
-
-def kind_letter(t: ScalarType) -> str:
-    return "p" if t is pred else t.kind
+INTS = ("u16", "u32", "u64", "s16", "s32", "s64")
+ROUND_MODES = ("rn", "rz", "rm", "rp")
+FLOATS = ("f16", "bf16", "f32", "f64")
+BITS = ("b16", "b32", "b64")
+SPACES = ("global", "shared", "shared::cta", "shared::cluster", "param", "local", "const")
 
 
 def bits_type(t: ScalarType) -> ScalarType:
@@ -59,373 +25,587 @@ def bits_type(t: ScalarType) -> ScalarType:
 
 
 def wide_type(t: ScalarType) -> ScalarType:
-    return ALL_TYPES[f"{t.kind}{t.bits * 2}"]
+    """The type twice as wide (the result of .wide); DSLError for 64-bit types, which have none."""
+    wide = ALL_TYPES.get(f"{t.kind}{t.bits * 2}")
+    if wide is None:
+        raise DSLError(f".wide of .{t.name}: there is no {t.bits * 2}-bit type; .wide takes 16- and 32-bit operands")
+    return wide
 
 
-@dataclass(eq=False)
-class Binary(Op):
-    """add/sub/mul/div/rem/min/max/and/or/xor/shl/shr.type d, a, b (mul takes .lo/.hi/.wide for integers)."""
-
-    op: str
-    type: ScalarType
-    dst: Reg
-    a: object
-    b: object
-    mode: str | None = None
-
-    def __post_init__(self):
-        choice("op", self.op, BINARY)
-        t = self.type
-        if kind_letter(t) not in BINARY[self.op]:
-            raise DSLError(f"{self.op}.{t.name}: .{t.name} is not a type {self.op} takes")
-        if self.op in AS_BITS and t.kind in "us":
-            self.type = t = bits_type(t)
-        if self.op == "mul" and t.kind in "us":
-            self.mode = self.mode or "lo"
-            choice("mul mode", self.mode, INT_MUL_MODES)
-        elif self.op == "div" and t.kind == "f" and t.bits == 32:
-            self.mode = self.mode or "rn"
-            choice("div rounding", self.mode, {"rn", "rz", "rm", "rp", "approx", "full"})
-        elif self.op == "div" and t.kind == "f":
-            self.mode = self.mode or "rn"
-            choice("div rounding", self.mode, {"rn", "rz", "rm", "rp"})
-        elif t.kind == "f":
-            choice(f"{self.op} rounding", self.mode, FLOAT_ROUNDING if self.op in ("add", "sub", "mul") else {None})
-        elif self.mode is not None:
-            raise DSLError(f"{self.op}.{t.name}: mode={self.mode!r} is not allowed here")
-        dt = t
-        if self.mode == "wide":
-            dt = wide_type(t)
-        self.dst = dest(f"{self.op} d", self.dst, dt)
-        self.a = value(f"{self.op} a", self.a, t)
-        bt = u32 if self.op in ("shl", "shr") else t
-        self.b = value(f"{self.op} b", self.b, bt)
-
-    def emit(self) -> str:
-        return f"{join(self.op, self.mode, self.type.name)} {ops(self.dst, self.a, self.b)}"
+def _as_bits(t, op):
+    """Logic and shifts are written on .bN whatever the integer kind (and.u32 is and.b32)."""
+    return bits_type(t) if t.kind in "us" else t
 
 
-@dataclass(eq=False)
+def _names(types) -> tuple:
+    return tuple(t if isinstance(t, str) else t.name for t in types)
+
+
+# ------------------------------------------------------------------------------------------- mov
+
+
+class MovSource(Value):
+    """mov's source: a register, an immediate, a special register, or a shared buffer / parameter whose
+    address mov takes (then the type is .u32/.u64/.b32/.b64)."""
+
+    halves = True               # a half constant becomes its bits (mov.b16)
+
+    def __init__(self):
+        super().__init__("type", sreg=True)
+
+    def bind(self, op, what, v, alloc):
+        if isinstance(v, (SharedAlloc, Param)):
+            if op.type.bits not in (32, 64) or op.type.kind == "f":
+                raise DSLError(f"mov of the address of {describe(v)}: expected .u32/.u64/.b32/.b64, got "
+                               f".{op.type.name}")
+            return v
+        if op.type.name in ("f16", "bf16") and isinstance(v, (int, float)) and not isinstance(v, bool):
+            return Imm(half_bits(v, op.type.name), b16)       # mov.b16 of the value's bits
+        return super().bind(op, what, v, alloc)
+
+
+def half_bits(v: float, name: str) -> int:
+    """The 16 bits of v as an f16 or bf16 (round to nearest even)."""
+    import numpy as np
+
+    if name == "f16":
+        return int(np.array(v, dtype=np.float16).view(np.uint16))
+    import ml_dtypes
+
+    return int(np.array(v, dtype=ml_dtypes.bfloat16).view(np.uint16))
+
+
+class Mov(Op):
+    """mov.type d, a: copy a register, an immediate, a special register, or a symbol's address into d
+    (.f16/.bf16 are moved as .b16)."""
+
+    ptx = "mov.<type>"
+    quals = {"type": TypeQual("pred", *BITS, *INTS, *FLOATS, infer=("src",),
+                              spell=lambda t, op: b16 if t.name in ("f16", "bf16") else t)}
+    operands = (Slot("d", Dst("type", space=lambda op: "shared::cta" if isinstance(op.src, SharedAlloc) else None)),
+                Slot("src", MovSource()))
+    args = ("src", "type")
+
+    def prepare(self, values):
+        src = values.get("src")
+        if values.get("type") is None:
+            if isinstance(src, SharedAlloc):
+                values["type"] = u32
+            elif isinstance(src, Param):
+                values["type"] = u64
+
+    def effects(self):
+        return (fx.Compute(self.d, "mov", (self.src,), self.type),)
+
+
+# ------------------------------------------------------------------------------------ arithmetic
+
+
+class _Arith(Op):
+    """A binary or unary arithmetic / logic instruction: d = op(a, b) or d = op(a)."""
+
+    abstract = True
+    binary = True
+
+    def settle(self):
+        mode = getattr(self, "mode", None)
+        if mode is None and "mode" in type(self).quals:
+            if self.mnemonic == "mul" and self.type.kind in "us":
+                self.mode = "lo"                   # ptxas takes no integer mul without .lo/.hi/.wide
+            elif self.mnemonic == "div" and self.type.kind == "f":
+                self.mode = "rn"                   # nor a float div without a rounding (or .approx/.full)
+
+    def effects(self):
+        args = (self.a, self.b) if self.binary else (self.a,)
+        return (fx.Compute(self.d, self.mnemonic, args, self.type, getattr(self, "mode", None)),)
+
+
+def _result_type(op):
+    return wide_type(op.type) if getattr(op, "mode", None) == "wide" else op.type
+
+
+def _address_space(op):
+    """add/sub of an address register keep its state space."""
+    return op.a.space if op.mnemonic in ("add", "sub") and hasattr(op.a, "space") else None
+
+
+def _restrict(quals: dict, types) -> tuple:
+    """Exclusions from a table {qualifier: {value: the types that take it}}: every other type is an error."""
+    out = []
+    for name, table in quals.items():
+        for value, ok in table.items():
+            bad = tuple(t for t in types if t not in ok)
+            if bad:
+                out.append(({name: value, "type": bad}, f".{_word(value, name)} is not for .{'/.'.join(bad)}"
+                            f" (it takes .{'/.'.join(ok)})"))
+    return tuple(out)
+
+
+def _word(value, name) -> str:
+    return name.replace("_", ".") if value is True else str(value)
+
+
+def _arith(mnemonic: str, types, *, modes=None, flags=None, unary=False, bits=False, result=None, b_type=None,
+           excludes=(), raises=(), method=None, doc=""):
+    """Declare one arithmetic mnemonic: its types (inferred from the operands unless type= is given), its .mode
+    values and flags each with the types that take them ({value: types}), the result type when it is not the
+    operand type, and the type of b."""
+    modes, flags = modes or {}, flags or {}
+    quals = {}
+    template = mnemonic
+    if "relu" in flags:
+        quals["relu"] = Flag("relu")
+        template += "{.<relu>}"
+    if modes:
+        quals["mode"] = Qual(None, *modes)
+        template += "{.<mode>}"
+    for name in flags:
+        if name != "relu":
+            quals[name] = Flag({"nan": "NaN", "xorsign_abs": "xorsign.abs"}.get(name, name))
+            template += f"{{.<{name}>}}"
+    quals["type"] = TypeQual(*types, infer=("a",) if unary else ("a", "b"), spell=_as_bits if bits else None)
+    template += ".<type>"
+    dst = Dst(result if result is not None else _result_type, space=_address_space)
+    operands = [Slot("d", dst), Slot("a", Value("type"))]
+    if not unary:
+        operands.append(Slot("b", Value(b_type or "type")))
+    table = {"mode": modes, **{n: {True: ok} for n, ok in flags.items()}}
+    name = "".join(p.capitalize() for p in mnemonic.split("."))
+    ns = {"ptx": template, "quals": quals, "operands": tuple(operands),
+          "excludes": _restrict(table, _names(types)) + tuple(excludes), "raises": tuple(raises),
+          "binary": not unary, "__doc__": doc, "__module__": __name__}
+    if method:
+        ns["method"] = method
+    return type(name, (_Arith,), ns)
+
+
+F32_64 = ("f32", "f64")
+HALF_FTZ = ("f16", "f32")             # .ftz: f32 and f16
+ROUNDED = {"rn": FLOATS, "rz": F32_64, "rm": F32_64, "rp": F32_64}     # f16/bf16 round only .rn
+ADD_FLAGS = {"ftz": HALF_FTZ, "sat": ("s32", "f16", "f32")}
+MUL_MODES = {"lo": INTS, "hi": INTS, "wide": ("u16", "u32", "s16", "s32"), **ROUNDED}
+SAT_ROUND = (({"sat": True, "type": "f16", "mode": ("rz", "rm", "rp")}, "f16 rounds only .rn"),)
+MINMAX_FLAGS = {"relu": ("s32",), "ftz": HALF_FTZ, "nan": ("f16", "bf16", "f32"), "xorsign_abs": ("f16", "bf16", "f32")}
+
+Add = _arith("add", INTS + FLOATS, modes=ROUNDED, flags=ADD_FLAGS, doc="add: d = a + b ({.rn,.rz,.rm,.rp} and "
+             ".ftz on floats, .sat on s32/f16/f32).")
+Sub = _arith("sub", INTS + FLOATS, modes=ROUNDED, flags=ADD_FLAGS, doc="sub: d = a - b.")
+Mul = _arith("mul", INTS + FLOATS, modes=MUL_MODES, flags={"ftz": HALF_FTZ, "sat": ("f16", "f32")},
+             doc="mul: d = a * b (integers: .lo, .hi or .wide, the half of the product; default .lo).")
+Div = _arith("div", INTS + F32_64, modes={"rn": F32_64, "rz": F32_64, "rm": F32_64, "rp": F32_64,
+                                         "approx": ("f32",), "full": ("f32",)}, flags={"ftz": ("f32",)},
+             doc="div: d = a / b (floats: .rn by default, .approx/.full on f32).")
+Rem = _arith("rem", INTS, doc="rem: d = a % b (integers).")
+Min = _arith("min", INTS + FLOATS, flags=MINMAX_FLAGS, raises=(({"relu": True}, Req((8, 0))),),
+             doc="min: d = the smaller of a and b (.NaN propagates NaN, .relu clamps at 0).")
+Max = _arith("max", INTS + FLOATS, flags=MINMAX_FLAGS, raises=(({"relu": True}, Req((8, 0))),),
+             doc="max: d = the larger of a and b.")
+And = _arith("and", ("pred",) + BITS + INTS, bits=True, method="and_", doc="and: d = a & b (and.pred on predicates).")
+Or = _arith("or", ("pred",) + BITS + INTS, bits=True, method="or_", doc="or: d = a | b.")
+Xor = _arith("xor", ("pred",) + BITS + INTS, bits=True, doc="xor: d = a ^ b.")
+Shl = _arith("shl", BITS + INTS, bits=True, b_type=u32, doc="shl: d = a << b (b: a .u32 count).")
+Shr = _arith("shr", BITS + INTS, b_type=u32, doc="shr: d = a >> b (arithmetic for signed types).")
+Not = _arith("not", ("pred",) + BITS + INTS, unary=True, bits=True, method="not_", doc="not: d = ~a.")
+Cnot = _arith("cnot", BITS + INTS, unary=True, bits=True, doc="cnot: d = (a == 0).")
+Neg = _arith("neg", ("s16", "s32", "s64") + FLOATS, unary=True, flags={"ftz": HALF_FTZ}, doc="neg: d = -a.")
+Abs = _arith("abs", ("s16", "s32", "s64") + FLOATS, unary=True, flags={"ftz": HALF_FTZ}, doc="abs: d = |a|.")
+Popc = _arith("popc", ("b32", "b64", "u32", "u64", "s32", "s64"), unary=True, bits=True, result=u32,
+              doc="popc: d = the number of set bits of a (d is .u32).")
+Clz = _arith("clz", ("b32", "b64", "u32", "u64", "s32", "s64"), unary=True, bits=True, result=u32,
+             doc="clz: d = the number of leading zero bits of a (d is .u32).")
+Brev = _arith("brev", ("b32", "b64", "u32", "u64", "s32", "s64"), unary=True, bits=True,
+              doc="brev: d = the bits of a reversed.")
+Add.excludes += SAT_ROUND
+Sub.excludes += SAT_ROUND
+Mul.excludes += SAT_ROUND
+
+
 class Mad(Op):
-    """mad{.lo,.hi,.wide}.type d, a, b, c (integers) / fma.rn.type d, a, b, c (floats)."""
+    """mad{.lo,.hi,.wide}.type d, a, b, c: d = a * b + c on integers (.lo by default; .hi.sat on s32)."""
 
-    mnemonic: ClassVar[str] = "mad"
-    type: ScalarType
-    dst: Reg
-    a: object
-    b: object
-    c: object
-    mode: str | None = None
+    ptx = "mad.<mode>{.<sat>}.<type>"
+    quals = {"mode": Qual("lo", "hi", "wide", default="lo"), "sat": Flag("sat"), "type": TypeQual(*INTS, infer=("a", "b"))}
+    operands = (Slot("d", Dst(_result_type)), Slot("a", Value("type")), Slot("b", Value("type")),
+                Slot("c", Value(_result_type)))
+    excludes = (({"mode": "wide", "type": ("u64", "s64")}, "mad.wide takes 16- and 32-bit operands"),
+                ({"sat": True, "mode": ("lo", "wide")}, ".sat is for mad.hi.s32"),
+                ({"sat": True, "type": tuple(t for t in INTS if t != "s32")}, ".sat is for mad.hi.s32"))
 
-    def __post_init__(self):
-        t = self.type
-        if t.kind in "us":
-            self.mode = self.mode or "lo"
-            choice("mad mode", self.mode, INT_MUL_MODES)
-        elif t.kind == "f":
-            self.mode = self.mode or "rn"
-            choice("fma rounding", self.mode, {"rn", "rz", "rm", "rp"})
-        else:
-            raise DSLError(f"mad.{t.name}: expected a .u/.s/.f type")
-        wide = self.mode == "wide"
-        dt = wide_type(t) if wide else t
-        self.dst = dest("mad d", self.dst, dt)
-        self.a = value("mad a", self.a, t)
-        self.b = value("mad b", self.b, t)
-        self.c = value("mad c", self.c, dt)
-
-    def emit(self) -> str:
-        name = "fma" if self.type.kind == "f" else "mad"
-        return f"{join(name, self.mode, self.type.name)} {ops(self.dst, self.a, self.b, self.c)}"
+    def effects(self):
+        return (fx.Compute(self.d, "mad", (self.a, self.b, self.c), self.type, self.mode),)
 
 
-UNARY = {"not": "bp", "neg": "sf", "abs": "sf", "cnot": "b", "popc": "b", "clz": "b", "brev": "b"}
+class Fma(Op):
+    """fma.rnd.type d, a, b, c: d = a * b + c on floats, rounded once (.rn by default)."""
+
+    ptx = "fma.<rnd>{.<ftz>}{.<sat>}{.<relu>}.<type>"
+    quals = {"rnd": Qual(*ROUND_MODES, default="rn"), "ftz": Flag("ftz"), "sat": Flag("sat"), "relu": Flag("relu"),
+             "type": TypeQual(*FLOATS, infer=("a", "b"))}
+    operands = (Slot("d", Dst("type")), Slot("a", Value("type")), Slot("b", Value("type")), Slot("c", Value("type")))
+    excludes = _restrict({"rnd": {"rz": ("bf16",) + F32_64, "rm": ("bf16",) + F32_64, "rp": ("bf16",) + F32_64},
+                          "ftz": {True: HALF_FTZ}, "sat": {True: HALF_FTZ}, "relu": {True: ("f16", "bf16")}},
+                         FLOATS) + (
+        ({"relu": True, "sat": True}, ".relu and .sat do not go together"),
+        ({"type": "f16", "rnd": ("rz", "rm", "rp")}, "f16 fma rounds only .rn"))
+
+    def effects(self):
+        return (fx.Compute(self.d, "fma", (self.a, self.b, self.c), self.type, self.rnd),)
 
 
-@dataclass(eq=False)
-class Unary(Op):
-    """not/neg/abs/cnot/popc/clz/brev.type d, a."""
-
-    op: str
-    type: ScalarType
-    dst: Reg
-    a: object
-
-    def __post_init__(self):
-        choice("op", self.op, UNARY)
-        t = self.type
-        if t.kind in "us" and "b" in UNARY[self.op]:
-            self.type = t = bits_type(t)
-        if kind_letter(t) not in UNARY[self.op]:
-            raise DSLError(f"{self.op}.{t.name}: .{t.name} is not a type {self.op} takes")
-        dt = u32 if self.op in ("popc", "clz") else t
-        self.dst = dest(f"{self.op} d", self.dst, dt)
-        self.a = value(f"{self.op} a", self.a, t)
-
-    def emit(self) -> str:
-        return f"{self.op}.{self.type.name} {ops(self.dst, self.a)}"
+CMP_INT = ("eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs")
+CMP_FLOAT = ("eq", "ne", "lt", "le", "gt", "ge", "equ", "neu", "ltu", "leu", "gtu", "geu", "num", "nan")
+UNORDERED = tuple(c for c in CMP_FLOAT if c not in CMP_INT)
+SIGNED = ("s16", "s32", "s64")
+UNSIGNED = ("u16", "u32", "u64")
 
 
-CMP_INT = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs"})
-CMP_FLOAT = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "equ", "neu", "ltu", "leu", "gtu", "geu", "num", "nan"})
-
-
-@dataclass(eq=False)
 class Setp(Op):
-    """setp.cmp.type p, a, b."""
+    """setp.cmp.type p, a, b: p = a cmp b (lo/ls/hi/hs: unsigned; equ...geu, num, nan: unordered floats;
+    .bN compares only eq/ne)."""
 
-    mnemonic: ClassVar[str] = "setp"
-    cmp: str
-    type: ScalarType
-    dst: Reg
-    a: object
-    b: object
+    ptx = "setp.<cmp>{.<ftz>}.<type>"
+    quals = {"cmp": Qual(*dict.fromkeys(CMP_INT + CMP_FLOAT)), "ftz": Flag("ftz"),
+             "type": TypeQual(*BITS, *INTS, *FLOATS, infer=("a", "b"))}
+    operands = (Slot("p", Dst(pred)), Slot("a", Value("type")), Slot("b", Value("type")))
+    args = ("cmp", "a", "b")
+    excludes = (({"cmp": UNORDERED, "type": BITS + INTS}, "the unordered comparisons (equ, ..., num, nan) are for "
+                                                          "floating-point types"),
+                ({"cmp": ("lo", "ls", "hi", "hs"), "type": BITS + SIGNED + FLOATS},
+                 "lo/ls/hi/hs are unsigned integer comparisons"),
+                ({"cmp": ("lt", "le", "gt", "ge"), "type": BITS}, ".bN values compare only eq/ne; say .u or .s"),
+                ({"ftz": True, "type": tuple(t for t in BITS + INTS + FLOATS if t not in HALF_FTZ)},
+                 ".ftz is for .f32 and .f16"))
 
-    def __post_init__(self):
-        choice("setp cmp", self.cmp, CMP_FLOAT if self.type.kind == "f" else CMP_INT)
-        if self.type is pred:
-            raise DSLError("setp: compare .pred values with xor/and instead")
-        self.dst = dest("setp p", self.dst, pred)
-        self.a = value("setp a", self.a, self.type)
-        self.b = value("setp b", self.b, self.type)
-
-    def emit(self) -> str:
-        return f"setp.{self.cmp}.{self.type.name} {ops(self.dst, self.a, self.b)}"
+    def effects(self):
+        return (fx.Compute(self.p, "setp." + self.cmp, (self.a, self.b), self.type),)
 
 
-@dataclass(eq=False)
+def _half_bits(t, op):
+    """Halves move as their bits: selp.f16 is written selp.b16."""
+    return b16 if t.name in ("f16", "bf16") else t
+
+
 class Selp(Op):
-    """selp.type d, a, b, c  (d = c ? a : b)."""
+    """selp.type d, a, b, c: d = c ? a : b."""
 
-    mnemonic: ClassVar[str] = "selp"
-    type: ScalarType
-    dst: Reg
-    a: object
-    b: object
-    cond: object
+    ptx = "selp.<type>"
+    quals = {"type": TypeQual(*BITS, *INTS, *FLOATS, infer=("a", "b"), spell=_half_bits)}
+    operands = (Slot("d", Dst("type")), Slot("a", Value("type")), Slot("b", Value("type")),
+                Slot("cond", Value(pred)))
 
-    def __post_init__(self):
-        self.dst = dest("selp d", self.dst, self.type)
-        self.a = value("selp a", self.a, self.type)
-        self.b = value("selp b", self.b, self.type)
-        self.cond = value("selp c", self.cond, pred)
-
-    def emit(self) -> str:
-        return f"selp.{self.type.name} {ops(self.dst, self.a, self.b, self.cond)}"
+    def effects(self):
+        return (fx.Compute(self.d, "selp", (self.a, self.b, self.cond), self.type),)
 
 
-LDST_SPACES = frozenset({"global", "shared", "shared::cta", "shared::cluster", "param", "local", "const"})
-VEC = frozenset({1, 2, 4})
+# ------------------------------------------------------------------------------------ conversions
+
+CVT_TYPES = ("u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64") + FLOATS
+INT_ROUND = ("rni", "rzi", "rmi", "rpi")
+NO_ROUND = (None,)
 
 
-def _vec_types(what, regs, t, vec):
-    return tuple(value(f"{what}[{i}]", r, t) for i, r in enumerate(regs))
+def _bits_of(t: str) -> int:
+    return int(t.lstrip("usbf").lstrip("f") or 16) if t != "bf16" else 16
 
 
-@dataclass(eq=False)
-class Ld(Op):
-    """ld.space{.vN}.type d, [a]."""
-
-    mnemonic: ClassVar[str] = "ld"
-    space: str
-    type: ScalarType
-    dst: tuple
-    addr: object
-
-    def __post_init__(self):
-        choice("ld space", self.space, LDST_SPACES)
-        choice("ld vector width", len(self.dst), VEC)
-        if self.type is pred:
-            raise DSLError("ld: .pred cannot be loaded; load an integer and setp")
-        self.dst = tuple(dest(f"ld d[{i}]", r, self.type) for i, r in enumerate(self.dst))
-        self.addr = memory("ld address", self.addr, self.space)
-
-    def defs(self):
-        return self.dst
-
-    def emit(self) -> str:
-        vec = f"v{len(self.dst)}" if len(self.dst) > 1 else ""
-        d = self.dst[0] if len(self.dst) == 1 else "{" + ops(*self.dst) + "}"
-        return f"{join('ld', self.space, vec, self.type.name)} {d}, {self.addr}"
-
-    def requires(self) -> Req:
-        return Req((7, 8))
+def _fits(s: str, d: str) -> bool:
+    """Whether every value of integer type s is a value of integer type d (no .sat needed)."""
+    sb, db = _bits_of(s), _bits_of(d)
+    if s[0] == "u":
+        return db >= sb if d[0] == "u" else db > sb
+    return d[0] == "s" and db >= sb
 
 
-@dataclass(eq=False)
-class St(Op):
-    """st.space{.vN}.type [a], b."""
-
-    mnemonic: ClassVar[str] = "st"
-    space: str
-    type: ScalarType
-    addr: object
-    src: tuple
-
-    def __post_init__(self):
-        choice("st space", self.space, LDST_SPACES - {"param", "const"})
-        choice("st vector width", len(self.src), VEC)
-        self.src = _vec_types("st value", self.src, self.type, len(self.src))
-        self.addr = memory("st address", self.addr, self.space)
-
-    def emit(self) -> str:
-        vec = f"v{len(self.src)}" if len(self.src) > 1 else ""
-        s = self.src[0] if len(self.src) == 1 else "{" + ops(*self.src) + "}"
-        return f"{join('st', self.space, vec, self.type.name)} {self.addr}, {s}"
+def _cvt_rule(d: str, s: str):
+    """(the roundings cvt.d.s takes, whether it takes .sat), as ptxas accepts them; None: no such cvt."""
+    df, sf = d in FLOATS, s in FLOATS
+    if not df and not sf:
+        return NO_ROUND, not _fits(s, d)
+    if "bf16" in (d, s) and ("u8" in (d, s) or "s8" in (d, s)):
+        return None
+    sat = "bf16" not in (d, s)
+    if not df:
+        return INT_ROUND, sat
+    if not sf:
+        return ROUND_MODES, sat
+    if d == s:
+        return NO_ROUND + INT_ROUND, sat
+    if "bf16" in (d, s):
+        return (ROUND_MODES if d == "bf16" and s in F32_64 else NO_ROUND + ROUND_MODES), False
+    return (NO_ROUND if _bits_of(d) > _bits_of(s) else ROUND_MODES), sat
 
 
-@dataclass(eq=False)
+def _cvt_excludes() -> tuple:
+    out = []
+    for d in CVT_TYPES:
+        for s in CVT_TYPES:
+            rule = _cvt_rule(d, s)
+            if rule is None:
+                out.append(({"type": d, "stype": s}, f"ptxas has no cvt.{d}.{s}"))
+                continue
+            rounds, sat = rule
+            bad = tuple(r for r in ROUND_MODES + INT_ROUND if r not in rounds)    # None: the default (settle)
+            if bad:
+                takes = ", ".join(f".{r}" for r in rounds if r) or "no rounding"
+                out.append(({"type": d, "stype": s, "rnd": bad}, f"cvt.{d}.{s} takes {takes}"
+                            + (" or none" if None in rounds and len(rounds) > 1 else "")))
+            if not sat:
+                out.append(({"type": d, "stype": s, "sat": True}, f"cvt.{d}.{s} takes no .sat"
+                            + (" (every value fits)" if d not in FLOATS and s not in FLOATS else "")))
+    return tuple(out)
+
+
 class Cvt(Op):
-    """cvt{.rnd}{.sat}.dtype.stype d, a (rounding chosen as PTX requires when not given)."""
+    """cvt{.rnd}{.sat}.dtype.stype d, a: convert between types (the rounding PTX requires is filled in: .rzi from
+    a float to an integer, .rn to a float from an integer or a wider float)."""
 
-    mnemonic: ClassVar[str] = "cvt"
-    dtype: ScalarType
-    stype: ScalarType
-    dst: Reg
-    src: object
-    rnd: str | None = None
-    sat: bool = False
+    ptx = "cvt{.<rnd>}{.<sat>}.<type>.<stype>"
+    quals = {"rnd": Qual(None, *ROUND_MODES, *INT_ROUND), "sat": Flag("sat"), "type": TypeQual(*CVT_TYPES),
+             "stype": TypeQual(*CVT_TYPES, infer=("src",))}
+    operands = (Slot("d", Dst("type")), Slot("src", Value("stype", sreg=True)))
+    args = ("type", "src")
+    excludes = _cvt_excludes()
 
-    def __post_init__(self):
-        d, s = self.dtype, self.stype
-        if d is pred or s is pred:
-            raise DSLError("cvt: .pred cannot be converted; use selp or setp")
+    def settle(self):
         if self.rnd is None:
-            if d.kind == "f" and s.kind == "f" and d.bits < s.bits:
-                self.rnd = "rn"
-            elif d.kind == "f" and s.kind != "f":
-                self.rnd = "rn"
-            elif d.kind != "f" and s.kind == "f":
-                self.rnd = "rzi"
-        allowed = {None, "rn", "rz", "rm", "rp"} if d.kind == "f" else {None, "rni", "rzi", "rmi", "rpi"}
-        choice("cvt rounding", self.rnd, allowed)
-        self.dst = dest("cvt d", self.dst, d)
-        # ptxas takes a special register in an integer cvt (cvt.u64.u32 %rd, %tid.x), not in a float one
-        self.src = value("cvt a", self.src, s, sreg=d.kind != "f" and s.kind != "f")
+            rule = _cvt_rule(self.type.name, self.stype.name)
+            if rule is not None and None not in rule[0]:
+                self.rnd = rule[0][0] if rule[0][0] != "rni" else "rzi"     # C's truncation to integers
 
-    def emit(self) -> str:
-        return f"{join('cvt', self.rnd, 'sat' if self.sat else '', self.dtype.name, self.stype.name)} " \
-               f"{ops(self.dst, self.src)}"
+    def check(self):
+        if isinstance(self.src, SpecialReg) and "f" in (self.type.kind, self.stype.kind):
+            raise DSLError(f"cvt src={self.src.name}: a special register is only an operand of mov and of an integer "
+                           f"cvt (ptxas: \"Special register argument not allowed\"); read it first: "
+                           f"k.mov(sreg.{self.src.name[1:].replace('.', '_')})")
+
+    def effects(self):
+        return (fx.Compute(self.d, "cvt", (self.src,), self.type, self.stype.name),)
 
 
-CVTA_SPACES = frozenset({"global", "shared", "shared::cta", "shared::cluster", "param", "local", "const"})
+class CvtaSource(Value):
+    """cvta's source: a .u64 register or a shared buffer / parameter symbol."""
+
+    def __init__(self):
+        super().__init__(u64)
+
+    def bind(self, op, what, v, alloc):
+        if isinstance(v, (SharedAlloc, Param)):
+            space = "param" if isinstance(v, Param) else "shared"
+            if not (op.space == space or space == "shared" and op.space in ("shared::cta", "shared::cluster")):
+                raise DSLError(f"{what}={describe(v)} is a {space} symbol; cvta.{op.space} converts a {op.space} "
+                               f"address")
+            if op.to:
+                raise DSLError(f"{what}={describe(v)}: cvta.to converts a generic address register, not a symbol")
+            return v
+        return super().bind(op, what, v, alloc)
 
 
-@dataclass(eq=False)
 class Cvta(Op):
-    """cvta{.to}.space.u64 d, a: between a state-space address and a generic one."""
+    """cvta{.to}.space.u64 d, a: a state-space address to a generic one (.to: generic to the space)."""
 
-    mnemonic: ClassVar[str] = "cvta"
-    space: str
-    dst: Reg
-    src: object
-    to: bool = False
+    ptx = "cvta{.<to>}.<space>.u64"
+    quals = {"to": Flag("to"), "space": Qual(*SPACES)}
+    operands = (Slot("d", Dst(u64, space=lambda op: op.space if op.to else None)), Slot("src", CvtaSource()))
+    args = ("src", "space")
+    floor = Req((7, 8))
+    raises = (({"space": "param"}, Req((7, 7))),)
 
-    def __post_init__(self):
-        choice("cvta space", self.space, CVTA_SPACES)
-        self.dst = dest("cvta d", self.dst, u64)
-        if not isinstance(self.src, (SharedAlloc, Param)):
-            self.src = value("cvta a", self.src, u64)
-
-    def emit(self) -> str:
-        return f"{join('cvta', 'to' if self.to else '', self.space, 'u64')} {ops(self.dst, self.src)}"
-
-    def requires(self) -> Req:
-        return Req((7, 7)) if self.space == "param" else super().requires()
+    def effects(self):
+        return (fx.Compute(self.d, "cvta", (self.src,), u64),)
 
 
-@dataclass(eq=False)
+
+
+# ------------------------------------------------------------------------------------------ memory
+
+LDST_TYPES = BITS + ("b8", "u8", "s8") + INTS + FLOATS
+VEC = {1: None, 2: "v2", 4: "v4"}
+WIDE = ("b64", "u64", "s64", "f64")
+# .v4 of 64-bit values: only global (and generic) memory, sm_100a-class targets from ISA 8.8.
+V4_WIDE_SPACES = ("global", None)
+
+
+def _ldst_type(t, op):
+    """ld/st of a half moves its bits: ld.f16 is written ld.b16."""
+    return b16 if t.name in ("f16", "bf16") else t
+
+
+def _ldst_rules(vec: str) -> tuple:
+    return (({vec: 4, "type": WIDE, "space": tuple(sp for sp in SPACES if sp not in V4_WIDE_SPACES)},
+             ".v4 of 64-bit values is only for global (and generic) memory"),)
+
+
+class Ld(Op):
+    """ld{.volatile}{.space}{.vN}.type d, [a]: load one value or a vector of 2 or 4 (space '' is a generic
+    address)."""
+
+    ptx = "ld{.<volatile>}{.<space>}{.<vec>}.<type>"
+    quals = {"volatile": Flag("volatile"),
+             "space": Qual(*SPACES, None, default="global", aliases={"": None}, none_token="generic"),
+             "vec": Qual(1, 2, 4, default=1, ptx=lambda v, op: VEC[v], token=lambda v: VEC[v]),
+             "type": TypeQual(*LDST_TYPES, spell=_ldst_type)}
+    operands = (Slot("d", Dsts("type", "vec")), Slot("addr", Address("space")))
+    args = ("type", "addr")
+    excludes = _ldst_rules("vec") + (({"volatile": True, "space": ("param", "local", "const")},
+                                       "ld.volatile takes no .param, .local or .const"),)
+    raises = (({"vec": 4, "type": WIDE}, Req((8, 8), SM100A)),)
+
+    def effects(self):
+        return (fx.Access(self.addr, self.space or "", self.type.nbytes * self.vec),)
+
+
+class St(Op):
+    """st{.volatile}{.space}{.vN}.type [a], b: store one value or a vector of 2 or 4 (a tuple)."""
+
+    ptx = "st{.<volatile>}{.<space>}{.<vec>}.<type>"
+    quals = {"volatile": Flag("volatile"),
+             "space": Qual(*(s for s in SPACES if s not in ("param", "const")), None, default="global",
+                           aliases={"": None}, none_token="generic"),
+             "vec": Derived(None, "v2", "v4"), "type": TypeQual(*LDST_TYPES, spell=_ldst_type)}
+    operands = (Slot("addr", Address("space")), Slot("value", Vector("type")))
+    args = ("type", "addr", "value")
+    excludes = _ldst_rules("value") + (({"volatile": True, "space": "local"}, "st.volatile takes no .local"),)
+    raises = (({"value": 4, "type": WIDE}, Req((8, 8), SM100A)),)
+
+    @property
+    def vec(self):
+        return VEC[len(self.value)] if getattr(self, "value", None) else None
+
+    def effects(self):
+        return (fx.Access(self.addr, self.space or "", self.type.nbytes * len(self.value), write=True,
+                          read=False),)
+
+
+# atom / red: the types each operation takes (measured with ptxas through nvJitLink).
+ATOM_OPS = {
+    "add": ("u32", "s32", "u64", "f32", "f64", "f16", "bf16"), "min": ("u32", "s32", "u64", "s64"),
+    "max": ("u32", "s32", "u64", "s64"), "inc": ("u32",), "dec": ("u32",), "and": ("b32", "b64"),
+    "or": ("b32", "b64"), "xor": ("b32", "b64"), "exch": ("b32", "b64"), "cas": ("b16", "b32", "b64"),
+}
+ATOM_TYPES = tuple(dict.fromkeys(t for ts in ATOM_OPS.values() for t in ts))
+ATOM_SEM = Qual(None, "relaxed", "acquire", "release", "acq_rel")
+ATOM_SCOPE = Qual(None, "cta", "cluster", "gpu", "sys")
+ATOM_SPACE = Qual("global", "shared", "shared::cta", "shared::cluster", None, default="global", aliases={"": None},
+                  none_token="generic")
+
+
+def _atomic_excludes(ops) -> tuple:
+    return tuple(({"op": o, "type": tuple(t for t in ATOM_TYPES if t not in ok)}, f".{o} takes .{'/.'.join(ok)}")
+                 for o, ok in ops.items()) + (
+        ({"noftz": True, "op": tuple(o for o in ops if o != "add")}, ".noftz is for .add"),
+        ({"noftz": True, "type": ("u32", "s32", "u64", "f64", "b16", "b32", "b64", "s64")},
+         ".noftz is for f16, bf16 and f32 additions"))
+
+
+class Atom(Op):
+    """atom{.sem}{.scope}{.space}.op.type d, [a], b{, c}: d = the old value of [a], which becomes op(old, b)
+    atomically (cas: c where old == b)."""
+
+    ptx = "atom{.<sem>}{.<scope>}{.<space>}.<op>{.<noftz>}.<type>"
+    quals = {"sem": ATOM_SEM, "scope": ATOM_SCOPE, "space": ATOM_SPACE, "op": Qual(*ATOM_OPS), "noftz": Flag("noftz"),
+             "type": TypeQual(*ATOM_TYPES, infer=("value",))}
+    operands = (Slot("d", Dst("type")), Slot("addr", Address("space")), Slot("value", Value("type")),
+                Slot("c", Value("type"), optional=True))
+    args = ("op", "type", "addr", "value")
+    excludes = _atomic_excludes(ATOM_OPS) + (({"op": "cas", "c": None}, "atom.cas needs c= (the new value)"),
+                                             ({"op": ("add", "min", "max", "inc", "dec"), "c": ("imm", "reg")},
+                                              "only atom.cas takes c="),
+                                             ({"op": ("and", "or", "xor", "exch"), "c": "imm"}, "only atom.cas takes c="),
+                                             ({"op": ("and", "or", "xor", "exch"), "c": "reg", "type": "b64"},
+                                              "only atom.cas takes c="))
+    # ptxas also takes a .b32 register after the value of and/or/xor/exch .b32 (it reads it as something else); it
+    # is the new value only for cas.
+    refuses = (({"op": ("and", "or", "xor", "exch"), "c": "reg", "type": "b32"}, "only atom.cas takes c="),)
+    raises = (({"noftz": True, "type": "f32"}, Req((9, 4))),)
+
+    def settle(self):
+        if self.op == "add" and self.type.name in ("f16", "bf16"):
+            self.noftz = True                      # ptxas takes half additions only with .noftz
+
+    def effects(self):
+        return (fx.Access(self.addr, self.space or "", self.type.nbytes, write=True), fx.Opaque(self.d))
+
+
+class Red(Op):
+    """red{.sem}{.scope}{.space}.op.type [a], b: [a] = op([a], b) atomically, no result."""
+
+    ptx = "red{.<sem>}{.<scope>}{.<space>}.<op>{.<noftz>}.<type>"
+    quals = {"sem": Qual(None, "relaxed", "release"), "scope": ATOM_SCOPE, "space": ATOM_SPACE,
+             "op": Qual(*(o for o in ATOM_OPS if o not in ("exch", "cas"))), "noftz": Flag("noftz"),
+             "type": TypeQual(*ATOM_TYPES, infer=("value",))}
+    operands = (Slot("addr", Address("space")), Slot("value", Value("type")))
+    args = ("op", "type", "addr", "value")
+    excludes = _atomic_excludes({o: t for o, t in ATOM_OPS.items() if o not in ("exch", "cas")})
+    raises = (({"noftz": True, "type": "f32"}, Req((9, 4))),)
+
+    settle = Atom.settle
+
+    def effects(self):
+        return (fx.Access(self.addr, self.space or "", self.type.nbytes, write=True),)
+
+
+# ----------------------------------------------------------------------------------------- control
+
+
 class BarSync(Op):
-    """bar.sync id{, count}: a CTA-wide barrier (warp-uniform, all threads of the CTA by default)."""
+    """bar.sync a{, b}: a CTA barrier (`barrier` 0..15); every thread of the CTA (or `count` threads, a
+    multiple of 32) arrives and waits. Warps execute it whole."""
 
-    mnemonic: ClassVar[str] = "bar.sync"
-    barrier: int = 0
-    count: int | None = None
+    ptx = "bar.sync"
+    operands = (Slot("barrier", Value(u32, lo=0, hi=15), default=0),
+                Slot("count", Value(u32, lo=32, hi=1024), optional=True))
 
-    def __post_init__(self):
-        if not (isinstance(self.barrier, int) and 0 <= self.barrier <= 15):
-            raise DSLError(f"bar.sync id={self.barrier!r}: expected 0..15")
-        if self.count is not None and (self.count <= 0 or self.count % 32):
-            raise DSLError(f"bar.sync count={self.count!r}: expected a positive multiple of 32")
+    def check(self):
+        c = self.count
+        if c is not None and hasattr(c, "value") and c.value % 32:
+            raise DSLError(f"bar.sync count={c.value}: expected a positive multiple of 32")
 
-    def emit(self) -> str:
-        return f"bar.sync {self.barrier}" + (f", {self.count}" if self.count is not None else "")
+    def effects(self):
+        return (fx.Barrier("cta", self.count), fx.Collective("warp"))
 
 
-@dataclass(eq=False)
 class Bra(Op):
     """bra{.uni} label."""
 
-    mnemonic: ClassVar[str] = "bra"
-    target: Label
-    uni: bool = False
+    ptx = "bra{.<uni>}"
+    quals = {"uni": Flag("uni")}
+    operands = (Slot("target", LabelRef()),)
 
-    def emit(self) -> str:
-        return f"{'bra.uni' if self.uni else 'bra'} {self.target}"
+    def effects(self):
+        return (fx.Jump(self.target),)
 
 
-@dataclass(eq=False)
 class Ret(Op):
-    """ret."""
+    """ret: return from the kernel."""
 
-    mnemonic: ClassVar[str] = "ret"
+    ptx = "ret"
 
-    def emit(self) -> str:
-        return "ret"
+    def effects(self):
+        return (fx.Exit(),)
 
 
-@dataclass(eq=False)
 class Exit(Op):
-    """exit."""
+    """exit: end the thread."""
 
-    mnemonic: ClassVar[str] = "exit"
+    ptx = "exit"
 
-    def emit(self) -> str:
-        return "exit"
+    def effects(self):
+        return (fx.Exit(),)
 
 
-@dataclass(eq=False)
 class Trap(Op):
-    """trap: abort the kernel with an error the host sees as CUDA_ERROR_LAUNCH_FAILED / ILLEGAL_INSTRUCTION."""
+    """trap: abort the kernel (the host sees an illegal-instruction / launch-failed error)."""
 
-    mnemonic: ClassVar[str] = "trap"
+    ptx = "trap"
 
-    def emit(self) -> str:
-        return "trap"
+    def effects(self):
+        return (fx.Trap(),)
 
 
-@dataclass(eq=False)
 class Membar(Op):
-    """membar.level (cta, gl, sys)."""
+    """membar.level: order this thread's memory accesses (cta, gl, sys)."""
 
-    mnemonic: ClassVar[str] = "membar"
-    level: str = "gl"
-
-    def __post_init__(self):
-        choice("membar level", self.level, {"cta", "gl", "sys"})
-
-    def emit(self) -> str:
-        return f"membar.{self.level}"
-
-
-@dataclass(eq=False)
-class AtomAdd(Op):
-    """atom.space.add.type d, [a], b."""
-
-    mnemonic: ClassVar[str] = "atom"
-    space: str
-    type: ScalarType
-    dst: Reg
-    addr: object
-    src: object
-
-    def __post_init__(self):
-        choice("atom space", self.space, {"global", "shared::cta", "shared::cluster"})
-        choice("atom.add type", self.type.name, {"u32", "s32", "u64", "f32", "f64"})
-        self.dst = dest("atom d", self.dst, self.type)
-        self.addr = memory("atom address", self.addr, self.space)
-        self.src = value("atom b", self.src, self.type)
-
-    def emit(self) -> str:
-        return f"atom.{self.space}.add.{self.type.name} {ops(self.dst, self.addr, self.src)}"
+    ptx = "membar.<level>"
+    quals = {"level": Qual("cta", "gl", "sys", default="gl")}
+    args = ("level",)
 

@@ -1,109 +1,105 @@
-"""Fences: fence.proxy.async, fence.mbarrier_init, fence.proxy.tensormap::generic, fence.{sc,acq_rel,...},
-and the sync_restrict forms. Floors: shared/reference/ptx-tma-isa.md section 6."""
+"""Fences: fence.proxy.async, fence.proxy.alias, fence.proxy.tensormap::generic, fence.{sc,acq_rel,...} and
+the sync_restrict forms."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
-
-from ..errors import DSLError
 from ..target import Req
-from .base import Op, choice, join, memory
+from . import effects as fx
+from .decl import Flag, Op, Qual
+from .operands import Address, Literal, Slot
 
-ASYNC_SPACES = frozenset({None, "global", "shared::cta", "shared::cluster"})
-SCOPES = frozenset({"cta", "cluster", "gpu", "sys"})
+SCOPES = ("cta", "cluster", "gpu", "sys")
 
 
-@dataclass(eq=False)
 class FenceProxyAsync(Op):
-    """fence.proxy.async{.space}: order generic-proxy and async-proxy (TMA) accesses."""
+    """fence.proxy.async: order generic-proxy accesses (of `space`, or of every space) before later
+    async-proxy (TMA) ones."""
 
-    mnemonic: ClassVar[str] = "fence.proxy.async"
-    space: str | None = None
+    ptx = "fence.proxy.async{.<space>}"
+    quals = {"space": Qual(None, "global", "shared::cta", "shared::cluster", aliases={"": None})}
+    args = ("space",)
+    floor = Req((8, 0))
+    family, level = "fence", "gpu"
 
-    def __post_init__(self):
-        choice("fence.proxy.async space", self.space, ASYNC_SPACES)
-
-    def emit(self) -> str:
-        return join(self.mnemonic, self.space)
-
-    def requires(self) -> Req:
-        return Req((8, 0))
+    def effects(self):
+        return (fx.ProxyFence("async", self.space),)
 
 
-@dataclass(eq=False)
-class FenceMbarrierInit(Op):
-    """fence.mbarrier_init.release.cluster: publish prior mbarrier.init to the cluster and the async proxy."""
+class FenceProxyAlias(Op):
+    """fence.proxy.alias: order accesses made through different virtual aliases of the same memory."""
 
-    mnemonic: ClassVar[str] = "fence.mbarrier_init"
+    ptx = "fence.proxy.alias"
+    floor = Req((7, 5))
+    family = "fence"
 
-    def emit(self) -> str:
-        return "fence.mbarrier_init.release.cluster"
-
-    def requires(self) -> Req:
-        return Req((8, 0))
+    def effects(self):
+        return (fx.ProxyFence("alias"),)
 
 
-@dataclass(eq=False)
-class FenceProxyTensormap(Op):
-    """fence.proxy.tensormap::generic.{release|acquire}.scope {[addr], 128}."""
+class FenceProxyTensormapRelease(Op):
+    """fence.proxy.tensormap::generic.release: publish earlier generic writes of tensor maps to the tensormap
+    proxy, at `scope`."""
 
-    mnemonic: ClassVar[str] = "fence.proxy.tensormap::generic"
-    sem: str
-    scope: str
-    addr: object = None
+    ptx = "fence.proxy.tensormap::generic.<sem>.<scope>"
+    quals = {"sem": Qual("release", default="release"), "scope": Qual(*SCOPES)}
+    floor = Req((8, 3))
+    family = "fence"
+    method = "fence_proxy_tensormap"
+    form = frozenset({"release"})
 
-    def __post_init__(self):
-        choice(f"{self.mnemonic} sem", self.sem, {"release", "acquire"})
-        choice(f"{self.mnemonic} scope", self.scope, SCOPES)
-        if self.sem == "acquire":
-            if self.addr is None:
-                raise DSLError(f"{self.mnemonic}.acquire needs addr= (the tensor map it acquires)")
-            self.addr = memory(f"{self.mnemonic} addr", self.addr, "")
-        elif self.addr is not None:
-            raise DSLError(f"{self.mnemonic}.release takes no address")
-
-    def emit(self) -> str:
-        q = join(self.mnemonic, self.sem, self.scope)
-        return f"{q} {self.addr}, 128" if self.addr is not None else q
-
-    def requires(self) -> Req:
-        return Req((8, 3))
+    def effects(self):
+        return (fx.ProxyFence("tensormap", sem="release"),)
 
 
-@dataclass(eq=False)
+class FenceProxyTensormapAcquire(Op):
+    """fence.proxy.tensormap::generic.acquire [addr], 128: make the tensor map at `addr` (a generic address)
+    as the tensormap proxy sees it visible to later uses."""
+
+    ptx = "fence.proxy.tensormap::generic.<sem>.<scope>"
+    quals = {"sem": Qual("acquire", default="acquire"), "scope": Qual(*SCOPES)}
+    operands = (Slot("addr", Address("")), Slot("size", Literal("128")))
+    floor = Req((8, 3))
+    family, level = "fence", "gpu"
+    method = "fence_proxy_tensormap"
+    form = frozenset({"acquire"})
+
+    def effects(self):
+        return (fx.ProxyFence("tensormap", sem="acquire", addr=self.addr),)
+
+
 class Fence(Op):
-    """fence.{sc|acq_rel|acquire|release}.scope (acquire/release: ISA 8.6)."""
+    """fence.sem.scope: a memory fence (sc, acq_rel; acquire and release from ISA 8.6)."""
 
-    mnemonic: ClassVar[str] = "fence"
-    sem: str = "acq_rel"
-    scope: str = "cta"
-
-    def __post_init__(self):
-        choice("fence sem", self.sem, {"sc", "acq_rel", "acquire", "release"})
-        choice("fence scope", self.scope, SCOPES)
-
-    def emit(self) -> str:
-        return join("fence", self.sem, self.scope)
-
-    def requires(self) -> Req:
-        return Req((8, 6)) if self.sem in ("acquire", "release") else Req((7, 8))
+    ptx = "fence.<sem>.<scope>"
+    quals = {"sem": Qual("sc", "acq_rel", "acquire", "release", default="acq_rel"),
+             "scope": Qual(*SCOPES, default="cta")}
+    args = ("sem", "scope")
+    floor = Req((7, 8))
+    raises = (({"sem": ("acquire", "release")}, Req((8, 6))),)
+    family = "fence"
 
 
-@dataclass(eq=False)
-class FenceSyncRestrict(Op):
-    """fence{.proxy.async::generic}.{release.sync_restrict::shared::cta | acquire.sync_restrict::shared::cluster}.cluster."""
+class FenceSyncRestrictRelease(Op):
+    """fence{.proxy.async::generic}.release.sync_restrict::shared::cta.cluster: release this CTA's shared
+    memory writes to the cluster (with the proxy: to the async proxy too)."""
 
-    mnemonic: ClassVar[str] = "fence.sync_restrict"
-    sem: str
-    proxy_async: bool = False
+    ptx = "fence{.<proxy_async>}.<sem>.sync_restrict::shared::cta.cluster"
+    quals = {"proxy_async": Flag("proxy.async::generic"), "sem": Qual("release", default="release")}
+    floor = Req((8, 6))
+    family = "fence"
+    method = "fence_sync_restrict"
+    form = frozenset({"sync_restrict::shared::cta"})
 
-    def __post_init__(self):
-        choice("fence sync_restrict sem", self.sem, {"release", "acquire"})
+    def effects(self):
+        return (fx.ProxyFence("async", "shared::cta", sem="release"),) if self.proxy_async else ()
 
-    def emit(self) -> str:
-        space = "shared::cta" if self.sem == "release" else "shared::cluster"
-        return join("fence", "proxy.async::generic" if self.proxy_async else "", self.sem,
-                    f"sync_restrict::{space}", "cluster")
 
-    def requires(self) -> Req:
-        return Req((8, 6))
+class FenceSyncRestrictAcquire(Op):
+    """fence{.proxy.async::generic}.acquire.sync_restrict::shared::cluster.cluster: acquire what other CTAs
+    of the cluster released into this CTA's shared memory."""
+
+    ptx = "fence{.<proxy_async>}.<sem>.sync_restrict::shared::cluster.cluster"
+    quals = {"proxy_async": Flag("proxy.async::generic"), "sem": Qual("acquire", default="acquire")}
+    floor = Req((8, 6))
+    family = "fence"
+    method = "fence_sync_restrict"
+    form = frozenset({"sync_restrict::shared::cluster"})

@@ -1,243 +1,261 @@
 """mbarrier.*: init, inval, arrive / arrive_drop (+expect_tx, noComplete), expect_tx, complete_tx,
-test_wait / try_wait (+parity), pending_count. Floors from shared/reference/ptx-tma-isa.md section 2."""
+test_wait / try_wait (+parity), pending_count, and fence.mbarrier_init."""
 from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import ClassVar
 
 from ..errors import DSLError
 from ..ir import Imm, Reg
 from ..target import Req
-from ..types import b32, b64, pred
-from .base import Op, choice, dest, join, memory, ops, value
+from ..types import b64, pred, u32, u64
+from . import effects as fx
+from .decl import Op, Qual
+from .operands import Address, Dst, Slot, Value
 
-ARRIVE_SEM = frozenset({None, "release", "relaxed"})
-WAIT_SEM = frozenset({None, "acquire", "relaxed"})
-SCOPE = frozenset({None, "cta", "cluster"})
-LOCAL_SPACES = frozenset({"shared::cta", "shared", ""})           # "" = generic address
-ANY_SPACE = LOCAL_SPACES | {"shared::cluster"}
 MAX_COUNT = (1 << 20) - 1
+GENERIC = {"": None}
+
+# Where the barrier is: its own CTA's shared memory (shared::cta, shared), a generic address (None), and
+# for arrivals and tx counts also another CTA of the cluster (shared::cluster).
+LOCAL_SPACE = Qual("shared::cta", "shared", None, default="shared::cta", aliases=GENERIC, none_token="generic",
+                   doc="the barrier's state space (None: a generic address)")
+ANY_SPACE = Qual("shared::cta", "shared", None, "shared::cluster", default="shared::cta", aliases=GENERIC,
+                 none_token="generic", doc="the barrier's state space (shared::cluster: a peer CTA's barrier)")
+SCOPE = Qual(None, "cta", "cluster", doc="the scope of .sem")
+# PTX writes .sem and .scope together: one without the other would be dropped from the instruction, so ptxdsl
+# refuses it (ptxas accepts the instruction without both).
+APART = (({"sem": None, "scope": ("cta", "cluster")}, "PTX takes .sem and .scope together; give both or neither"),
+         ({"sem": ("release", "relaxed", "acquire"), "scope": None},
+          "PTX takes .sem and .scope together; give both or neither"))
+RELAXED = (({"sem": "relaxed"}, Req((8, 6))),)
+
+COUNT = Value(u32, lo=1, hi=MAX_COUNT)
+TX = Value(u32, lo=-MAX_COUNT, hi=MAX_COUNT)
 
 
-def _count(what, v):
-    v = value(what, v, b32)
-    if isinstance(v, Imm) and not 1 <= v.value <= MAX_COUNT:
-        raise DSLError(f"{what}={v.value} is out of range; an mbarrier count is 1..{MAX_COUNT}")
-    return v
+def _remote(op) -> bool:
+    return op.space == "shared::cluster"
 
 
-def _tx(what, v):
-    v = value(what, v, b32)
-    if isinstance(v, Imm) and not -MAX_COUNT <= v.value <= MAX_COUNT:
-        raise DSLError(f"{what}={v.value} is out of range; a transaction count is -{MAX_COUNT}..{MAX_COUNT}")
-    return v
-
-
-def _sem_req(sem, base=(7, 8)) -> Req:
-    if sem == "relaxed":
-        return Req((8, 6))
-    if sem is not None:
-        return Req(max(base, (8, 0)))
-    return Req(base)
-
-
-def _sem_scope(what, sem, scope, sems) -> None:
-    """.sem and .scope come together (ptxas: '.release requires scope', '.cta requires order')."""
-    choice(f"{what} sem", sem, sems)
-    choice(f"{what} scope", scope, SCOPE)
-    if (sem is None) != (scope is None):
-        raise DSLError(f"{what}: sem={sem!r}, scope={scope!r}: PTX takes .sem and .scope together; "
-                       f"give both or neither")
-
-
-@dataclass(eq=False)
 class MbarrierInit(Op):
-    """mbarrier.init.shared::cta.b64 [addr], count."""
+    """mbarrier.init: the barrier expects `count` arrivals per phase; its current phase is 0."""
 
-    mnemonic: ClassVar[str] = "mbarrier.init"
-    addr: object
-    count: object = 1
-    space: str = "shared::cta"
+    ptx = "mbarrier.init{.<space>}.b64"
+    quals = {"space": LOCAL_SPACE}
+    operands = (Slot("bar", Address("space")), Slot("count", COUNT, default=1))
+    floor = Req((7, 8))
+    family, level = "mbarrier", "gpu"
 
-    def __post_init__(self):
-        choice("mbarrier.init space", self.space, LOCAL_SPACES)
-        self.addr = memory("mbarrier.init address", self.addr, self.space)
-        self.count = _count("mbarrier.init count", self.count)
-
-    def emit(self) -> str:
-        return f"{join(self.mnemonic, self.space, 'b64')} {ops(self.addr, self.count)}"
+    def effects(self):
+        return (fx.Init(self.bar, self.count),)
 
 
-@dataclass(eq=False)
 class MbarrierInval(Op):
-    """mbarrier.inval.shared::cta.b64 [addr]."""
+    """mbarrier.inval: the barrier's memory is no longer an mbarrier."""
 
-    mnemonic: ClassVar[str] = "mbarrier.inval"
-    addr: object
-    space: str = "shared::cta"
+    ptx = "mbarrier.inval{.<space>}.b64"
+    quals = {"space": LOCAL_SPACE}
+    operands = (Slot("bar", Address("space")),)
+    floor = Req((7, 8))
+    family = "mbarrier"
 
-    def __post_init__(self):
-        choice("mbarrier.inval space", self.space, LOCAL_SPACES)
-        self.addr = memory("mbarrier.inval address", self.addr, self.space)
-
-    def emit(self) -> str:
-        return f"{join(self.mnemonic, self.space, 'b64')} {self.addr}"
+    def effects(self):
+        return (fx.Inval(self.bar),)
 
 
-@dataclass(eq=False)
-class MbarrierArrive(Op):
-    """mbarrier.arrive / arrive_drop {.expect_tx | .noComplete}{.sem.scope}{.space}.b64 state, [addr]{, count | txCount}.
+class _Arrive(Op):
+    """What the six arrive forms share: .sem.scope, the space, the `state` destination (the sink `_` unless
+    state=True or a register is given), and a remote (shared::cluster) barrier taking the sink and
+    cluster scope."""
 
-    `tx` set makes it the .expect_tx form (txCount replaces count). A shared::cluster (remote) barrier
-    takes the sink `_` as destination and cluster scope.
-    """
+    abstract = True
+    quals = {"sem": Qual(None, "release", "relaxed"), "scope": SCOPE, "space": ANY_SPACE}
+    refuses = APART
+    excludes = (({"space": "shared::cluster", "state": "reg"}, "a remote (shared::cluster) arrive's destination is "
+                                                               "the sink '_'; pass no state"),)
+    raises = (({"space": "shared::cluster"}, Req((8, 0))), ({"sem": "release"}, Req((8, 0)))) + RELAXED
+    floor = Req((7, 8))
+    family = "mbarrier"
+    drop = False
 
-    addr: object
-    dst: object = None              # .b64 state register, or None for the sink `_`
-    count: object = None
-    tx: object = None
-    sem: str | None = None
-    scope: str | None = None
-    space: str = "shared::cta"
-    drop: bool = False
-    no_complete: bool = False
-
-    def __post_init__(self):
-        _sem_scope(self.base, self.sem, self.scope, ARRIVE_SEM)
-        choice(f"{self.base} space", self.space, ANY_SPACE)
-        if self.tx is not None and self.count is not None:
-            raise DSLError(f"{self.base}.expect_tx takes a transaction count, not an arrival count")
-        if self.no_complete:
-            if self.tx is not None or self.count is None:
-                raise DSLError(f"{self.base}.noComplete needs count= and no tx=")
-            choice(f"{self.base}.noComplete sem", self.sem, {None, "release"})
-            choice(f"{self.base}.noComplete scope", self.scope, {None, "cta"})
-            choice(f"{self.base}.noComplete space", self.space, LOCAL_SPACES)
-        if self.space == "shared::cluster":
-            if isinstance(self.dst, Reg):
-                raise DSLError(f"{self.base}.shared::cluster: the destination must be the sink '_', "
-                               f"got {self.dst.name}")
-            if self.scope != "cluster":
-                raise DSLError(f"{self.base}.shared::cluster: a remote arrive needs scope='cluster' (and sem=), "
-                               f"got scope={self.scope!r}")
-        self.addr = memory(f"{self.base} address", self.addr, self.space)
-        self.dst = dest(f"{self.base} state", self.dst, b64, sink=True)
-        if self.count is not None:
-            self.count = _count(f"{self.base} count", self.count)
-        if self.tx is not None:
-            self.tx = _tx(f"{self.base} tx", self.tx)
-
-    @property
-    def base(self) -> str:
-        return "mbarrier.arrive_drop" if self.drop else "mbarrier.arrive"
-
-    @property
-    def mnemonic(self) -> str:  # type: ignore[override]
-        return join(self.base, "expect_tx" if self.tx is not None else "", "noComplete" if self.no_complete else "")
-
-    def emit(self) -> str:
-        tail = [self.count] if self.count is not None else []
-        tail += [self.tx] if self.tx is not None else []
-        return f"{join(self.mnemonic, self.sem, self.scope, self.space, 'b64')} " \
-               f"{ops(self.dst, self.addr, *tail)}"
-
-    def requires(self) -> Req:
-        base = (8, 0) if (self.tx is not None or self.space == "shared::cluster") else (7, 8)
-        return _sem_req(self.sem, base)
+    def effects(self):
+        count = getattr(self, "count", None)
+        tx = getattr(self, "tx", None)
+        out = [fx.Arrive(self.bar, count, _remote(self), self.drop, "noComplete" in self.ptx)]
+        if tx is not None:
+            out.append(fx.ExpectTx(self.bar, tx, _remote(self)))
+        if isinstance(self.state, Reg):
+            out.append(fx.Opaque(self.state))
+        return tuple(out)
 
 
-@dataclass(eq=False)
+STATE = Slot("state", Dst(b64, sink=True))
+
+
+class MbarrierArrive(_Arrive):
+    """mbarrier.arrive: one arrival (or `count`) on the barrier's current phase."""
+
+    ptx = "mbarrier.arrive{.<sem>.<scope>}{.<space>}.b64"
+    operands = (STATE, Slot("bar", Address("space")), Slot("count", COUNT, optional=True))
+
+
+class MbarrierArriveExpectTx(_Arrive):
+    """mbarrier.arrive.expect_tx: expect `tx` more transaction bytes in the current phase, then arrive."""
+
+    ptx = "mbarrier.arrive.expect_tx{.<sem>.<scope>}{.<space>}.b64"
+    operands = (STATE, Slot("bar", Address("space")), Slot("tx", TX))
+    floor = Req((8, 0))
+    raises = RELAXED + (({"sem": "release"}, Req((8, 0))),)
+    level = "gpu"
+
+
+class MbarrierArriveNoComplete(_Arrive):
+    """mbarrier.arrive.noComplete: `count` arrivals that must not complete the phase."""
+
+    ptx = "mbarrier.arrive.noComplete{.<sem>.<scope>}{.<space>}.b64"
+    quals = {"sem": Qual(None, "release"), "scope": Qual(None, "cta"), "space": LOCAL_SPACE}
+    operands = (Slot("state", Dst(b64)), Slot("bar", Address("space")), Slot("count", COUNT))
+    refuses = APART
+    excludes = ()
+    raises = (({"sem": "release"}, Req((8, 0))),)
+    method = "mbarrier_arrive_no_complete"
+
+
+class MbarrierArriveDrop(MbarrierArrive):
+    """mbarrier.arrive_drop: arrive, and expect one (or `count`) fewer arrivals in later phases."""
+
+    ptx = "mbarrier.arrive_drop{.<sem>.<scope>}{.<space>}.b64"
+    drop = True
+    level = "assembled"
+
+
+class MbarrierArriveDropExpectTx(MbarrierArriveExpectTx):
+    """mbarrier.arrive_drop.expect_tx: expect `tx` more bytes, arrive, and drop out of later phases."""
+
+    ptx = "mbarrier.arrive_drop.expect_tx{.<sem>.<scope>}{.<space>}.b64"
+    drop = True
+    level = "assembled"
+
+
+class MbarrierArriveDropNoComplete(MbarrierArriveNoComplete):
+    """mbarrier.arrive_drop.noComplete: drop out with `count` arrivals that must not complete the phase."""
+
+    ptx = "mbarrier.arrive_drop.noComplete{.<sem>.<scope>}{.<space>}.b64"
+    method = "mbarrier_arrive_drop_no_complete"
+    drop = True
+
+
 class MbarrierExpectTx(Op):
-    """mbarrier.expect_tx / complete_tx{.relaxed.scope}{.space}.b64 [addr], txCount (no arrival; space '' = generic)."""
+    """mbarrier.expect_tx: the current phase expects `tx` more transaction bytes (no arrival)."""
 
-    addr: object
-    tx: object
-    sem: str | None = None
-    scope: str | None = None
-    space: str = "shared::cta"
-    complete: bool = False
+    ptx = "mbarrier.expect_tx{.<sem>.<scope>}{.<space>}.b64"
+    quals = {"sem": Qual(None, "relaxed"), "scope": SCOPE, "space": ANY_SPACE}
+    operands = (Slot("bar", Address("space")), Slot("tx", TX))
+    refuses = APART
+    floor = Req((8, 0))
+    family = "mbarrier"
 
-    def __post_init__(self):
-        _sem_scope(self.mnemonic, self.sem, self.scope, {None, "relaxed"})
-        choice(f"{self.mnemonic} space", self.space, ANY_SPACE)
-        self.addr = memory(f"{self.mnemonic} address", self.addr, self.space)
-        self.tx = _tx(f"{self.mnemonic} tx", self.tx)
-
-    @property
-    def mnemonic(self) -> str:  # type: ignore[override]
-        return "mbarrier.complete_tx" if self.complete else "mbarrier.expect_tx"
-
-    def emit(self) -> str:
-        return f"{join(self.mnemonic, self.sem, self.scope, self.space, 'b64')} {ops(self.addr, self.tx)}"
-
-    def requires(self) -> Req:
-        return Req((8, 0))
+    def effects(self):
+        return (fx.ExpectTx(self.bar, self.tx, _remote(self)),)
 
 
-@dataclass(eq=False)
-class MbarrierWait(Op):
-    """mbarrier.test_wait / try_wait{.parity}{.sem.scope}{.space}.b64 p, [addr], state|parity{, hint}.
+class MbarrierCompleteTx(MbarrierExpectTx):
+    """mbarrier.complete_tx: `tx` transaction bytes of the current phase arrive (no copy, no arrival)."""
 
-    With `parity` set the operand is the phase parity (0/1 or a .b32 register); otherwise `state`,
-    the .b64 token an arrive returned.
-    """
+    ptx = "mbarrier.complete_tx{.<sem>.<scope>}{.<space>}.b64"
 
-    addr: object
-    dst: Reg
-    parity: object = None
-    state: object = None
-    hint: object = None
-    sem: str | None = None
-    scope: str | None = None
-    space: str = "shared::cta"
-    kind: str = "try_wait"
-
-    def __post_init__(self):
-        choice("mbarrier wait kind", self.kind, {"try_wait", "test_wait"})
-        _sem_scope(self.mnemonic, self.sem, self.scope, WAIT_SEM)
-        if self.space == "shared::cluster":
-            raise DSLError(f"{self.mnemonic}: waits take only a local barrier; space='shared::cluster' is not allowed")
-        choice(f"{self.mnemonic} space", self.space, LOCAL_SPACES)
-        self.addr = memory(f"{self.mnemonic} address", self.addr, self.space)
-        self.dst = dest(f"{self.mnemonic} p", self.dst, pred)
-        if (self.parity is None) == (self.state is None):
-            raise DSLError(f"{self.mnemonic}: give exactly one of parity= or state=")
-        if self.parity is not None:
-            self.parity = value(f"{self.mnemonic} parity", self.parity, b32)
-            if isinstance(self.parity, Imm) and self.parity.value not in (0, 1):
-                raise DSLError(f"{self.mnemonic} parity={self.parity.value}: expected 0 or 1")
-        else:
-            self.state = value(f"{self.mnemonic} state", self.state, b64, imm=False)
-        if self.hint is not None:
-            if self.kind != "try_wait":
-                raise DSLError("mbarrier.test_wait takes no suspend-time hint")
-            self.hint = value(f"{self.mnemonic} hint", self.hint, b32)
-
-    @property
-    def mnemonic(self) -> str:  # type: ignore[override]
-        return join("mbarrier", self.kind, "parity" if self.parity is not None else "")
-
-    def emit(self) -> str:
-        tail = [self.parity if self.parity is not None else self.state]
-        tail += [self.hint] if self.hint is not None else []
-        return f"{join(self.mnemonic, self.sem, self.scope, self.space, 'b64')} {ops(self.dst, self.addr, *tail)}"
-
-    def requires(self) -> Req:
-        return _sem_req(self.sem)
+    def effects(self):
+        return (fx.CompleteTx(self.bar, self.tx, _remote(self)),)
 
 
-@dataclass(eq=False)
+class _Wait(Op):
+    """What the four waits share: the local barrier, .sem.scope, the .pred result."""
+
+    abstract = True
+    quals = {"sem": Qual(None, "acquire", "relaxed"), "scope": SCOPE, "space": LOCAL_SPACE}
+    refuses = APART
+    floor = Req((7, 8))
+    raises = (({"sem": "acquire"}, Req((8, 0))),) + RELAXED
+    family = "mbarrier"
+
+    def effects(self):
+        return (fx.Wait(self.bar, self.done, getattr(self, "parity", None), getattr(self, "state", None)),
+                fx.Opaque(self.done))
+
+
+DONE = Slot("done", Dst(pred))
+PARITY = Slot("parity", Value(u32, lo=0, hi=1))
+TOKEN = Slot("state", Value(u64, imm=False))
+HINT = Slot("hint", Value(u32), optional=True)
+
+
+class MbarrierTestWait(_Wait):
+    """mbarrier.test_wait: p = whether the phase of the `state` token (from an arrive) has completed."""
+
+    ptx = "mbarrier.test_wait{.<sem>.<scope>}{.<space>}.b64"
+    operands = (DONE, Slot("bar", Address("space")), TOKEN)
+
+
+class MbarrierTestWaitParity(_Wait):
+    """mbarrier.test_wait.parity: p = whether the phase of parity `parity` (0/1) has completed."""
+
+    ptx = "mbarrier.test_wait.parity{.<sem>.<scope>}{.<space>}.b64"
+    operands = (DONE, Slot("bar", Address("space")), PARITY)
+    method = "mbarrier_test_wait"
+
+
+class MbarrierTryWait(_Wait):
+    """mbarrier.try_wait: like test_wait, but the thread may sleep up to a system (or `hint` ns) limit."""
+
+    ptx = "mbarrier.try_wait{.<sem>.<scope>}{.<space>}.b64"
+    operands = (DONE, Slot("bar", Address("space")), TOKEN, HINT)
+
+
+class MbarrierTryWaitParity(_Wait):
+    """mbarrier.try_wait.parity: like test_wait.parity, but the thread may sleep; `k.mbarrier_wait` loops on it."""
+
+    ptx = "mbarrier.try_wait.parity{.<sem>.<scope>}{.<space>}.b64"
+    operands = (DONE, Slot("bar", Address("space")), PARITY, HINT)
+    method = "mbarrier_try_wait"
+    level = "gpu"
+
+
+WAITS = {("try_wait", False): MbarrierTryWait, ("try_wait", True): MbarrierTryWaitParity,
+         ("test_wait", False): MbarrierTestWait, ("test_wait", True): MbarrierTestWaitParity}
+
+
+def wait_class(kind: str, parity, state):
+    """The wait op for kind 'try_wait'/'test_wait' polling a parity or a state token."""
+    if kind not in ("try_wait", "test_wait"):
+        raise DSLError(f"mbarrier wait kind={kind!r} is not allowed; expected 'try_wait' or 'test_wait'")
+    if (parity is None) == (state is None):
+        raise DSLError(f"mbarrier.{kind}: give exactly one of parity= or state=")
+    return WAITS[(kind, parity is not None)]
+
+
 class MbarrierPendingCount(Op):
-    """mbarrier.pending_count.b64 count, state."""
+    """mbarrier.pending_count: the arrivals still pending in the phase of a `state` token."""
 
-    mnemonic: ClassVar[str] = "mbarrier.pending_count"
-    dst: Reg
-    state: Reg
+    ptx = "mbarrier.pending_count.b64"
+    mnemonic = "mbarrier.pending_count"
+    operands = (Slot("count", Dst(u32)), Slot("state", Value(u64, imm=False)))
+    floor = Req((7, 8))
+    family = "mbarrier"
 
-    def __post_init__(self):
-        self.dst = dest("mbarrier.pending_count count", self.dst, b32)
-        self.state = value("mbarrier.pending_count state", self.state, b64, imm=False)
+    def effects(self):
+        return (fx.Opaque(self.count),)
 
-    def emit(self) -> str:
-        return f"mbarrier.pending_count.b64 {ops(self.dst, self.state)}"
 
+class FenceMbarrierInit(Op):
+    """fence.mbarrier_init.release.cluster: publish earlier mbarrier.init to the cluster and the async proxy."""
+
+    ptx = "fence.mbarrier_init.release.cluster"
+    mnemonic = "fence.mbarrier_init"
+    floor = Req((8, 0))
+    family, level = "mbarrier", "gpu"
+
+    def effects(self):
+        return (fx.ProxyFence("mbarrier_init"),)
+
+
+def count_value(v):
+    """An arrival count or tx operand as an int, when it is a constant."""
+    return int(v.value) if isinstance(v, Imm) else None

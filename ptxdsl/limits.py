@@ -1,0 +1,48 @@
+"""ptxas's limits on a kernel as a whole, checked before ptxas sees the module (it would reject it, or abort
+the process): identifier length, parameter space, register budgets against setmaxnreg."""
+from __future__ import annotations
+
+from .errors import DSLError
+
+# Longest identifier ptxdsl writes. nvJitLink 13.5 assembling with -verbose aborted the whole process
+# (malloc: invalid size) for a 100,000-character kernel name; 70,000 still assembled.
+MAX_IDENTIFIER = 16384
+# Bytes of kernel parameters ptxas takes: 0x1100 below PTX ISA 8.1, 0x7ffc from 8.1 (measured on sm_90, sm_90a
+# and sm_100a with nvJitLink 13.5).
+PARAM_BYTES_OLD, PARAM_BYTES = 4352, 32764
+PARAM_BYTES_FROM = (8, 1)
+
+
+def identifier(what: str, name: str) -> None:
+    """DSLError for an identifier longer than ptxdsl writes."""
+    if len(name) > MAX_IDENTIFIER:
+        raise DSLError(f"{what} of {len(name)} characters: identifiers are at most {MAX_IDENTIFIER} characters "
+                       f"(nvJitLink aborted the process on a 100,000-character name)")
+
+
+def param_bytes(k) -> int:
+    """The bytes of the kernel's .param space, each parameter aligned to itself."""
+    end = 0
+    for p in k.params:
+        size = 128 if p.kind == "tensormap" else p.type.nbytes
+        end = -(-end // p.align) * p.align + size
+    return end
+
+
+def check_kernel(k, target) -> None:
+    """The kernel's parameter space against the target's .version, and its setmaxnreg.dec counts against its
+    .maxnreg (ptxas rejects a decrease to more registers than the kernel may have)."""
+    limit = PARAM_BYTES if target.ptx >= PARAM_BYTES_FROM else PARAM_BYTES_OLD
+    used = param_bytes(k)
+    if used > limit:
+        more = "" if limit == PARAM_BYTES else "; .version 8.1 and later allow 32764"
+        raise DSLError(f"kernel {k.name!r} has {used} bytes of parameters, over the {limit} ptxas allows at .version "
+                       f"{target.version}{more}", k.loc)
+    maxnreg = k.directives.get("maxnreg")
+    if maxnreg is None:
+        return
+    for ins in k.walk():
+        n = getattr(ins.op, "n", None)
+        if type(ins.op).mnemonic == "setmaxnreg.dec" and isinstance(n, int) and n > maxnreg:
+            raise DSLError(f"setmaxnreg.dec to {n} registers in a kernel with .maxnreg {maxnreg}: ptxas refuses a "
+                           f"count above the kernel's maximum", ins.loc)
