@@ -124,13 +124,11 @@ def smem_layout(spec: TensorMapSpec) -> tuple[int, int]:
     takes a whole swizzle span even when it is narrower (measured on the H200).
     """
     _swizzle_mask(spec.swizzle)
-    shape = _box_shape(spec)
-    dense = shape[0] * spec.elem_bytes
+    dense = _box_shape(spec)[0] * spec.elem_bytes
     span = SWIZZLE_SPAN[spec.swizzle]
     if dense > span > 0:
         raise ValueError(f"inner box extent {dense} B exceeds the {spec.swizzle} swizzle span")
-    row_bytes = max(dense, span)
-    return row_bytes * int(np.prod(shape[1:], dtype=np.int64)), row_bytes
+    return spec.smem_bytes, max(dense, span)
 
 
 def element_offsets(spec: TensorMapSpec, coords) -> tuple[np.ndarray, np.ndarray]:
@@ -149,7 +147,7 @@ def smem_elements(spec: TensorMapSpec, smem) -> np.ndarray:
 
 def tx_bytes(spec: TensorMapSpec) -> int:
     """The mbarrier transaction count of one load: the box's own bytes, without swizzle padding."""
-    return int(np.prod(_box_shape(spec), dtype=np.int64)) * spec.elem_bytes
+    return spec.box_bytes
 
 
 # --- global memory -----------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 import ptxdsl as px
-from ptxdsl import sreg, verify
+from ptxdsl import sreg
 from ptxdsl.cli import load_kernels
 from ptxdsl.reference import smem_layout, tx_bytes
 from ptxdsl.verify import RULES, check, format_diagnostics
@@ -153,7 +153,7 @@ def proxy_fence_bad(k, fence=False):
     tid = k.tid_x()
     k.st(px.u32, each_thread(k, tile, tid), tid, space="shared::cta")
     if fence:
-        k.fence_proxy_async("shared::cta")
+        k.fence_proxy_async(space="shared::cta")
     k.bar_sync(0)
     with k.if_(k.setp("eq", tid, 0)):
         k.cp_async_bulk_tensor(dst, tile, (0, 0))  # BAD
@@ -417,8 +417,7 @@ def build(fn, name="t", **opts):
 
 
 def build_unchecked(fn, **opts):
-    with verify.deferred():
-        return build(fn, **opts)
+    return build(fn, verify=False, **opts)
 
 
 @pytest.mark.parametrize("rule, bad, good, bad_opts, good_opts", CASES, ids=[f"{c[0]}-{c[1].__name__}" for c in CASES])
@@ -548,8 +547,8 @@ def test_target_findings_are_listed_by_check_and_raised_as_target_errors():
 
     with pytest.raises(px.TargetError):
         build(fn, arch="sm_90a")
-    with verify.deferred(), pytest.raises(px.TargetError):
-        build(fn, arch="sm_90a")
+    with pytest.raises(px.TargetError):
+        build(fn, arch="sm_90a", verify=False)
     kernel = build(fn)
     kernel.arch = "sm_90a"
     assert [(d.rule, d.loc.line) for d in check(kernel)] == [("target", bad_line(fn))]
@@ -607,17 +606,18 @@ def test_check_lists_every_finding_in_line_order_and_formats_like_a_linter():
     assert "mbarrier-init-sync: warning: " in text
 
 
-def test_deferred_lets_a_file_load_and_check_list_all(tmp_path):
-    f = tmp_path / "bad.py"
-    f.write_text("import ptxdsl as px\n"
-                 "with px.kernel('k', reqntid=32) as k:\n"
-                 "    bar = k.mbarrier('bar')\n"
-                 "    k.mbarrier_wait(bar, parity=0)\n"
-                 "    k.mbarrier_wait(bar, parity=1)\n")
+def test_verify_false_lets_a_file_load_and_check_list_all(tmp_path):
+    text = ("import ptxdsl as px\n"
+            "with px.kernel('k', reqntid=32{}) as k:\n"
+            "    bar = k.mbarrier('bar')\n"
+            "    k.mbarrier_wait(bar, parity=0)\n"
+            "    k.mbarrier_wait(bar, parity=1)\n")
+    checked, unchecked = tmp_path / "checked.py", tmp_path / "unchecked.py"
+    checked.write_text(text.format(""))
+    unchecked.write_text(text.format(", verify=False"))
     with pytest.raises(px.VerifyError):
-        load_kernels(str(f))
-    with verify.deferred():
-        kernels, _ = load_kernels(str(f))
+        load_kernels(str(checked))
+    kernels, _ = load_kernels(str(unchecked))
     assert [(d.rule, d.loc.line) for d in check(kernels[0])] == [("mbarrier-uninit", 4), ("mbarrier-uninit", 5)]
 
 
@@ -862,68 +862,67 @@ def build_plan(plan, spec_i: int, stages: int, leader: str, loop_rounds: int = 0
     """Emit `plan` as a kernel (leader steps run in thread 0 or in one elected lane of warp 0). With
     loop_rounds, the plan is one round and runs in a k.loop with a parity register flipped at its end."""
     spec, nbytes, align = SPECS[spec_i]
-    with verify.deferred():
-        with px.kernel("gen", reqntid=128) as k:
-            src = k.param_tensormap("src", spec)
-            dst = k.param_tensormap("dst", spec)
-            tiles = [k.shared(f"tile{s}", nbytes, align=align) for s in range(stages)]
-            bars = k.mbarrier("bar", stages)
-            tid = k.tid_x()
-            t0 = k.setp("eq", tid, 0)
-            warp0 = k.setp("eq", k.warp_idx(), 0)
+    with px.kernel("gen", reqntid=128, verify=False) as k:
+        src = k.param_tensormap("src", spec)
+        dst = k.param_tensormap("dst", spec)
+        tiles = [k.shared(f"tile{s}", nbytes, align=align) for s in range(stages)]
+        bars = k.mbarrier("bar", stages)
+        tid = k.tid_x()
+        t0 = k.setp("eq", tid, 0)
+        warp0 = k.setp("eq", k.warp_idx(), 0)
 
-            def lead():
-                if leader == "tid0":
-                    return k.if_(t0)
-                return _elect_in(k, warp0)
+        def lead():
+            if leader == "tid0":
+                return k.if_(t0)
+            return _elect_in(k, warp0)
 
-            def emit(steps, parity=None, row=None):
-                for step in steps:
-                    kind = step[0]
-                    if kind == "init":
-                        with lead():
-                            for s in range(stages):
-                                k.mbarrier_init(bars.at(8 * s), 1)
-                    elif kind == "fence_init":
-                        with lead():
-                            k.fence_mbarrier_init()
-                    elif kind == "sync":
-                        k.bar_sync(0)
-                    elif kind == "expect":
-                        with lead():
-                            k.mbarrier_arrive_expect_tx(bars.at(8 * step[1]), max(16, tx_bytes(spec) + step[2]))
-                    elif kind == "load":
-                        y = row if row is not None else (step[2] * stages + step[1]) * spec.box[1]
-                        with lead():
-                            k.cp_async_bulk_tensor(tiles[step[1]], src, (0, y), mbar=bars.at(8 * step[1]))
-                    elif kind == "wait":
-                        k.mbarrier_wait(bars.at(8 * step[1]), parity=step[2] if parity is None else parity)
-                    elif kind == "read":
-                        k.ld(px.b32, each_thread(k, tiles[step[1]], tid), space="shared::cta")
-                    elif kind == "write":
-                        k.st(px.b32, each_thread(k, tiles[step[1]], tid), tid, space="shared::cta")
-                    elif kind == "fence_async":
-                        k.fence_proxy_async("shared::cta")
-                    elif kind == "store":
-                        with lead():
-                            k.cp_async_bulk_tensor(dst, tiles[step[1]], (0, step[2] * spec.box[1]))
-                    elif kind == "commit":
-                        with lead():
-                            k.cp_async_bulk_commit_group()
-                    elif kind == "wait_group":
-                        with lead():
-                            k.cp_async_bulk_wait_group_read(0)
-                    elif kind == "flip":
-                        k.xor(parity, 1, out=parity)
+        def emit(steps, parity=None, row=None):
+            for step in steps:
+                kind = step[0]
+                if kind == "init":
+                    with lead():
+                        for s in range(stages):
+                            k.mbarrier_init(bars.at(8 * s), 1)
+                elif kind == "fence_init":
+                    with lead():
+                        k.fence_mbarrier_init()
+                elif kind == "sync":
+                    k.bar_sync(0)
+                elif kind == "expect":
+                    with lead():
+                        k.mbarrier_arrive_expect_tx(bars.at(8 * step[1]), max(16, tx_bytes(spec) + step[2]))
+                elif kind == "load":
+                    y = row if row is not None else (step[2] * stages + step[1]) * spec.box[1]
+                    with lead():
+                        k.cp_async_bulk_tensor(tiles[step[1]], src, (0, y), mbar=bars.at(8 * step[1]))
+                elif kind == "wait":
+                    k.mbarrier_wait(bars.at(8 * step[1]), parity=step[2] if parity is None else parity)
+                elif kind == "read":
+                    k.ld(px.b32, each_thread(k, tiles[step[1]], tid), space="shared::cta")
+                elif kind == "write":
+                    k.st(px.b32, each_thread(k, tiles[step[1]], tid), tid, space="shared::cta")
+                elif kind == "fence_async":
+                    k.fence_proxy_async(space="shared::cta")
+                elif kind == "store":
+                    with lead():
+                        k.cp_async_bulk_tensor(dst, tiles[step[1]], (0, step[2] * spec.box[1]))
+                elif kind == "commit":
+                    with lead():
+                        k.cp_async_bulk_commit_group()
+                elif kind == "wait_group":
+                    with lead():
+                        k.cp_async_bulk_wait_group_read(0)
+                elif kind == "flip":
+                    k.xor(parity, 1, out=parity)
 
-            if not loop_rounds:
-                emit(plan)
-            else:
-                head = plan.index(("sync",)) + 1
-                emit(plan[:head])
-                phase = k.mov(0, px.u32)
-                with k.loop(0, loop_rounds) as i:
-                    emit(plan[head:], parity=phase, row=k.mul(i, spec.box[1]))
+        if not loop_rounds:
+            emit(plan)
+        else:
+            head = plan.index(("sync",)) + 1
+            emit(plan[:head])
+            phase = k.mov(0, px.u32)
+            with k.loop(0, loop_rounds) as i:
+                emit(plan[head:], parity=phase, row=k.mul(i, spec.box[1]))
     return k.kernel
 
 

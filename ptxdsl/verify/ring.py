@@ -1,27 +1,27 @@
 """The ring check: a concrete run of thread 0 of CTA 0 through a kernel, counting the mbarrier phases it arms
 and waits for on each slot of a barrier array it indexes at run time (a ring of stages).
 
-The flow analysis of verify.py cannot tell the slots of such an array apart. This run can, wherever thread 0's
-path is fixed by constants, loop counters and %tid (every special register that names a thread, CTA or cluster
-rank reads 0): a wait for a phase that thread 0 never arms never returns, and a phase it arms but never waits
-for leaves a TMA load in flight when the kernel exits (a drain loop one iteration too short or too long).
-Anything it cannot follow (a branch on a parameter, elect.sync, a multicast or remote barrier, an arrival
-count above 1) ends the run without a finding.
+The walk (flow) cannot tell the slots of such an array apart. This run can, wherever thread 0's path is fixed
+by constants, loop counters and %tid (every special register that names a thread, CTA or cluster rank reads
+0). Rules: wait-never-armed (a wait for a phase thread 0 never arms never returns), tma-load-race (a phase it
+arms but never waits for leaves a TMA load in flight when the kernel exits: a drain loop one iteration too
+short or too long). Anything it cannot follow (a branch on a parameter, elect.sync, a multicast or remote
+barrier, an arrival count above 1) ends the run without a finding. Register arithmetic is ptxdsl.fold's.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .ir import Addr, If, Imm, Instr, Loop, PredNot, Reg, SharedAlloc, SpecialReg, WaitLoop, walk
-from .types import pred
+from ..fold import evaluate, signed
+from ..ir import Addr, If, Imm, Instr, Loop, PredNot, Reg, SharedAlloc, SpecialReg, WaitLoop, walk
+from ..isa.effects import (Arrive, AsyncWrite, CompleteTx, Compute, Exit, ExpectTx, Init, Inval, Jump, Wait)
+from ..types import pred
 
 STEP_BUDGET = 20_000            # statements one run may execute before it gives up (a few ms)
 ZERO_SREGS = frozenset({"%tid.x", "%tid.y", "%tid.z", "%laneid", "%ctaid.x", "%ctaid.y", "%ctaid.z",
                         "%cluster_ctarank", "%cluster_ctaid.x", "%cluster_ctaid.y", "%cluster_ctaid.z",
                         "%clusterid.x", "%clusterid.y", "%clusterid.z"})
-_CMP = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b, "le": lambda a, b: a <= b,
-        "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b, "lo": lambda a, b: a < b, "ls": lambda a, b: a <= b,
-        "hi": lambda a, b: a > b, "hs": lambda a, b: a >= b}
+BARRIER_EVENTS = (Init, Inval, Arrive, ExpectTx, CompleteTx, Wait)
 
 
 class _GiveUp(Exception):
@@ -60,7 +60,7 @@ class Finding:
 def ring_findings(kernel) -> list[Finding]:
     """What the run of thread 0 finds on the barrier arrays it indexes at run time (empty when it gives up)."""
     if not _ring_waits(kernel.body):
-        return []                               # every wait names its barrier statically: the flow analysis knows
+        return []                               # every wait names its barrier statically: the flow knows
     run = _Run()
     try:
         run.block(kernel.body)
@@ -71,41 +71,29 @@ def ring_findings(kernel) -> list[Finding]:
     return run.findings()
 
 
-def _mask(v: int, bits: int) -> int:
-    return v & ((1 << bits) - 1)
+def _arms(effects) -> bool:
+    """An instruction that moves a barrier's phase on: an arrive, or a copy that completes on it."""
+    return any(isinstance(e, (Arrive, AsyncWrite)) for e in effects)
 
 
-def _signed(v: int, bits: int) -> int:
-    return v - (1 << bits) if v >> (bits - 1) & 1 else v
+def _counted(effects) -> bool:
+    """An instruction the run counts: an mbarrier op or wait, or a copy that completes on a barrier."""
+    return any(isinstance(e, BARRIER_EVENTS + (AsyncWrite,)) for e in effects)
 
 
-def _is_arm(op) -> bool:
-    """An op that moves a barrier's phase on: an arrive, or a load that completes on it."""
-    return type(op).__name__ == "MbarrierArrive" or getattr(op, "mbar", None) is not None
-
-
-def _arms(stmts) -> bool:
-    """Whether `stmts` arrive on a barrier or load into one (what other threads than 0 may do instead)."""
-    return any(_is_arm(ins.op) for ins in walk(stmts))
-
-
-def _events(stmts) -> bool:
-    """Whether `stmts` hold anything the run counts (an mbarrier op or wait, a load that completes on one)."""
-    return any(type(ins.op).__name__.startswith("Mbarrier") or _is_arm(ins.op) for ins in walk(stmts))
+def _any(stmts, test) -> bool:
+    return any(test(ins.op.effects()) for ins in walk(stmts))
 
 
 def _ring_waits(stmts) -> bool:
     """Whether some wait finds its barrier through a register (a slot picked at run time)."""
-    return any(type(ins.op).__name__ == "MbarrierWait"
-               and isinstance(ins.op.addr.base if isinstance(ins.op.addr, Addr) else ins.op.addr, Reg)
-               for ins in walk(stmts))
+    return any(isinstance(e, Wait) and isinstance(e.bar.base if isinstance(e.bar, Addr) else e.bar, Reg)
+               for ins in walk(stmts) for e in ins.op.effects())
 
 
 def _defs(stmts):
     for s in stmts:
-        if isinstance(s, Instr):
-            yield from s.op.defs()
-        elif isinstance(s, WaitLoop):
+        if isinstance(s, (Instr, WaitLoop)):
             yield from s.op.defs()
         elif isinstance(s, If):
             yield from _defs(s.then)
@@ -141,6 +129,11 @@ class _Run:
             return _Sym(v, 0)
         return None
 
+    def number(self, v):
+        """An operand's value for fold.evaluate: an int or bool, None for an address or anything unknown."""
+        x = self.val(v)
+        return None if isinstance(x, _Sym) else x
+
     def addr(self, v):
         """The slot a memory operand names, or raise _GiveUp."""
         base, off = (v.base, v.offset) if isinstance(v, Addr) else (v, 0)
@@ -152,11 +145,11 @@ class _Run:
         self.ring.add(x.alloc)
         return _Sym(x.alloc, x.off + off)
 
-    def set(self, reg, x, bits=None):
+    def set(self, reg, x):
         if isinstance(x, bool) or reg.type is pred:
             self.vals[reg] = None if x is None else bool(x)
         elif isinstance(x, int):
-            self.vals[reg] = _mask(x, bits or reg.type.reg_bits)
+            self.vals[reg] = x & ((1 << reg.type.reg_bits) - 1)
         else:
             self.vals[reg] = x
 
@@ -183,7 +176,7 @@ class _Run:
     def if_(self, s: If):
         c = None if s.kind == "elect" else self.val(s.cond)
         if c is None:
-            if _events(s.then) or _events(s.orelse or []):
+            if _any(s.then, _counted) or _any(s.orelse or [], _counted):
                 raise _GiveUp
             self.forget(_defs(s.then))
             self.forget(_defs(s.orelse or []))
@@ -191,7 +184,7 @@ class _Run:
             taken, other = (s.then, s.orelse or []) if c else (s.orelse or [], s.then)
             skipped = self.counted.get(id(other))
             if skipped is None:
-                skipped = self.counted[id(other)] = _arms(other)
+                skipped = self.counted[id(other)] = _any(other, _arms)
             if skipped:
                 raise _GiveUp                   # other threads arrive or load there: thread 0 alone cannot count
             self.block(taken)
@@ -200,14 +193,14 @@ class _Run:
         start, stop = self.val(s.start), self.val(s.stop)
         events = self.counted.get(s)
         if events is None:
-            events = self.counted[s] = _events(s.body)
+            events = self.counted[s] = _any(s.body, _counted)
         if not events or not isinstance(start, int) or not isinstance(stop, int):
             if events:
                 raise _GiveUp
             self.forget([s.var, *_defs(s.body)])      # nothing counted in it: skip it, forget what it writes
             return
-        bits, signed = s.var.type.bits, s.var.type.kind == "s"
-        value = (lambda x: _signed(x, bits)) if signed else (lambda x: x)
+        bits, is_signed = s.var.type.bits, s.var.type.kind == "s"
+        value = (lambda x: signed(x, bits)) if is_signed else (lambda x: x)
         self.set(s.var, start)
         while (value(self.vals[s.var]) < value(stop)) if s.step > 0 else (value(self.vals[s.var]) > value(stop)):
             self.block(s.body)
@@ -216,129 +209,98 @@ class _Run:
             self.set(s.var, self.vals[s.var] + s.step)
 
     def instr(self, s: Instr):
-        op = s.op
-        name = type(op).__name__
+        effects = s.op.effects()
         if s.guard is not None:
             g = self.val(s.guard)
             if g is None:
-                if name.startswith("Mbarrier") or getattr(op, "mbar", None) is not None or name in ("Ret", "Exit",
-                                                                                                     "Bra"):
+                if any(isinstance(e, BARRIER_EVENTS + (AsyncWrite, Exit, Jump)) for e in effects):
                     raise _GiveUp
-                self.forget(op.defs())
+                self.forget(s.op.defs())
                 return
             if not g:
-                if _is_arm(op):
+                if _arms(effects):
                     raise _GiveUp               # other threads may arrive or load here
                 return
-        handler = _HANDLERS.get(name)
-        if handler is not None:
-            handler(self, s, op)
-        elif getattr(op, "mbar", None) is not None:
-            self.load(s, op)
-        else:
-            self.forget(op.defs())
+        results = [(e.dst, self.compute(e)) for e in effects if isinstance(e, Compute)]
+        self.forget(s.op.defs())
+        for reg, x in results:
+            self.set(reg, x)
+        for e in effects:
+            if isinstance(e, Exit):
+                raise _Exit
+            if isinstance(e, Jump):
+                raise _GiveUp
+            if isinstance(e, Init):
+                self.init(e)
+            elif isinstance(e, Arrive):
+                self.arrive(e)
+            elif isinstance(e, AsyncWrite):
+                self.load(s, e)
 
     # -------------------------------------------------------------------------------- register ops
 
-    def op_Mov(self, s, op):
-        self.set(op.dst, self.val(op.src))
+    def compute(self, e: Compute):
+        """The value a Compute effect writes: an int or bool (fold.evaluate), an address, or None."""
+        fn = e.fn
+        if fn == "mov":
+            return self.val(e.args[0])
+        if fn == "selp":
+            c = self.val(e.args[2])
+            return None if c is None else self.val(e.args[0] if c else e.args[1])
+        if fn in ("add", "sub") or (fn == "mad" and e.mode in ("lo", "wide")):
+            vals = [self.val(a) for a in e.args]
+            if any(isinstance(x, _Sym) for x in vals):
+                return self._address(fn, vals)
+        return evaluate(e, self.number)
 
-    def op_Binary(self, s, op):
-        a, b, t = self.val(op.a), self.val(op.b), op.type
-        bits = t.bits * 2 if op.mode == "wide" else t.bits
-        if op.op == "add" and isinstance(a, _Sym) and isinstance(b, int):
-            return self.set(op.dst, _Sym(a.alloc, a.off + b))
-        if op.op == "add" and isinstance(b, _Sym) and isinstance(a, int):
-            return self.set(op.dst, _Sym(b.alloc, b.off + a))
-        if op.op == "sub" and isinstance(a, _Sym) and isinstance(b, int):
-            return self.set(op.dst, _Sym(a.alloc, a.off - b))
-        if t is pred and isinstance(a, bool) and isinstance(b, bool):
-            return self.set(op.dst, {"and": a and b, "or": a or b, "xor": a != b}.get(op.op))
-        if not (isinstance(a, int) and isinstance(b, int)) or isinstance(a, bool) or isinstance(b, bool):
-            return self.forget(op.defs())
-        if t.kind == "s":
-            a, b = _signed(a, t.bits), _signed(b, t.bits)
-        f = {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
-             "div": lambda: int(a / b) if b else None, "rem": lambda: a - b * int(a / b) if b else None,
-             "min": lambda: min(a, b), "max": lambda: max(a, b), "and": lambda: a & b, "or": lambda: a | b,
-             "xor": lambda: a ^ b, "shl": lambda: a << b if b < bits else 0,
-             "shr": lambda: a >> min(b, bits)}.get(op.op)
-        x = f() if f is not None and op.mode in (None, "lo", "wide") else None
-        self.set(op.dst, x, bits) if x is not None else self.forget(op.defs())
-
-    def op_Mad(self, s, op):
-        a, b, c = self.val(op.a), self.val(op.b), self.val(op.c)
-        if not (isinstance(a, int) and isinstance(b, int)) or op.mode not in ("lo", "wide"):
-            return self.forget(op.defs())
-        if isinstance(c, _Sym):
-            return self.set(op.dst, _Sym(c.alloc, c.off + a * b))
-        if not isinstance(c, int):
-            return self.forget(op.defs())
-        self.set(op.dst, a * b + c, op.type.bits * 2 if op.mode == "wide" else op.type.bits)
-
-    def op_Setp(self, s, op):
-        a, b, t = self.val(op.a), self.val(op.b), op.type
-        if not (isinstance(a, int) and isinstance(b, int)) or t.kind == "f" or op.cmp not in _CMP:
-            return self.forget(op.defs())
-        if t.kind == "s":
-            a, b = _signed(a, t.bits), _signed(b, t.bits)
-        self.set(op.dst, _CMP[op.cmp](a, b))
-
-    def op_Selp(self, s, op):
-        c = self.val(op.cond)
-        self.set(op.dst, None if c is None else self.val(op.a if c else op.b))
-
-    def op_Cvt(self, s, op):
-        x = self.val(op.src)
-        if not isinstance(x, int) or isinstance(x, bool) or "f" in (op.dtype.kind, op.stype.kind):
-            return self.forget(op.defs())
-        self.set(op.dst, _signed(x, op.stype.bits) if op.stype.kind == "s" else x, op.dtype.bits)
-
-    def op_Ret(self, s, op):
-        raise _Exit
-
-    op_Exit = op_Ret
-
-    def op_Bra(self, s, op):
-        raise _GiveUp
+    @staticmethod
+    def _address(fn, vals):
+        """add/sub of an address and a number, mad of two numbers and an address (None otherwise)."""
+        ints = [x for x in vals if isinstance(x, int) and not isinstance(x, bool)]
+        if fn == "add" and len(ints) == 1:
+            sym = next(x for x in vals if isinstance(x, _Sym))
+            return _Sym(sym.alloc, sym.off + ints[0])
+        if fn == "sub" and isinstance(vals[0], _Sym) and len(ints) == 1:
+            return _Sym(vals[0].alloc, vals[0].off - ints[0])
+        if fn == "mad" and isinstance(vals[2], _Sym) and len(ints) == 2:
+            return _Sym(vals[2].alloc, vals[2].off + ints[0] * ints[1])
+        return None
 
     # -------------------------------------------------------------------------------- mbarriers
 
-    def slot(self, s, v) -> _Slot:
+    def slot(self, v) -> _Slot:
         return self.slots.setdefault(self.addr(v), _Slot())
 
-    def op_MbarrierInit(self, s, op):
-        count = self.val(op.count)
+    def init(self, e: Init):
+        count = self.val(e.count)
         if not isinstance(count, int):
             raise _GiveUp
-        self.slots[self.addr(op.addr)] = _Slot(count=count)
+        self.slots[self.addr(e.bar)] = _Slot(count=count)
 
-    def op_MbarrierArrive(self, s, op):
-        if op.space == "shared::cluster":
+    def arrive(self, e: Arrive):
+        if e.remote:
             raise _GiveUp
-        slot = self.slot(s, op.addr)
-        if op.count is not None and self.val(op.count) != 1:
+        slot = self.slot(e.bar)
+        if e.count is not None and self.val(e.count) != 1:
             slot.count = 0                      # arrivals counted in bulk: not a ring this run follows
-        if getattr(op, "no_complete", False) or getattr(op, "drop", False):
+        if e.pending or e.drop:
             slot.count = 0
         slot.armed += 1
-        self.forget(op.defs())
 
-    def load(self, s, op):
-        if getattr(op, "multicast", None) is not None:
+    def load(self, s, e: AsyncWrite):
+        if e.multicast is not None:
             raise _GiveUp
-        self.slot(s, op.mbar).loads.append(s)
-        self.forget(op.defs())
+        self.slot(e.bar).loads.append(s)
 
     def wait(self, w: WaitLoop):
-        op = w.op
-        if op.parity is None:
+        e = next((x for x in w.op.effects() if isinstance(x, Wait)), None)
+        if e is None or e.parity is None:
             raise _GiveUp
-        parity, key = self.val(op.parity), self.addr(op.addr)
+        parity, key = self.val(e.parity), self.addr(e.bar)
         slot = self.slots.setdefault(key, _Slot())
         if parity not in (0, 1):
             raise _GiveUp
-        self.forget(op.defs())
+        self.forget(w.op.defs())
         if parity != slot.waited % 2:
             return                              # names the phase before: returns at once (phase-reuse's business)
         if slot.armed > slot.waited:
@@ -374,9 +336,6 @@ class _Run:
                                    f"so {n} load(s) on it are never waited on (a drain loop that stops too early, or "
                                    f"a refill with no iteration left to consume it)", (slot.loads[-1],)))
         return out
-
-
-_HANDLERS = {name[3:]: fn for name, fn in vars(_Run).items() if name.startswith("op_")}
 
 
 def _slot_name(key: _Sym) -> str:

@@ -1,0 +1,102 @@
+"""Whole-kernel checks: the TMA/mbarrier protocol, alignment, capacity, cluster shape, target floor.
+
+    check(kernel)          every finding, sorted by source line (what `ptxdsl check` prints)
+    verify_kernel(kernel)  raise TargetError / VerifyError for the first error (KernelBuilder.finish calls it
+                           unless the kernel was made with verify=False)
+
+Rules are data (`rules.RULES`). The checks read only the ops' declared effects (ptxdsl.isa.effects):
+
+    facts.py         what each register holds (thread variance, shared addresses, low bits, constants)
+    flow.py          the walk in program order with the protocol state (state.py), effects -> rule families:
+      mbarrier.py      init/inval/use: mbarrier-uninit, -init-fence, -init-sync, -align
+      transactions.py  expect_tx against delivered bytes: expect-tx-mismatch, tx-count-range
+      phases.py        waits and parity: phase-reuse, loop-parity, wait-before-arrive
+      continuation.py  loads a loop's later iterations retire (`if t + STAGES < n`)
+      tma.py           boxes: tma-smem-align, tma-smem-bounds, coord-align, multicast-mask
+      memory.py        generic accesses vs the async proxy: tma-load-race, async-proxy-fence
+      bulk_groups.py   bulk-group-pending, bulk-group-exit
+      tensormaps.py    tensormap-release, tensormap-acquire, tensormap-align
+      divergence.py    sync-aligned-divergent, barrier-divergent
+    kernel.py        smem-capacity, cluster-size, debug-timeout
+    ring.py          a run of thread 0 through barrier rings: wait-never-armed
+"""
+from __future__ import annotations
+
+import os
+
+from ..errors import TargetError, VerifyError
+from ..ir import Addr, Kernel, Reg, SharedAlloc
+from ..target import resolve_target
+from . import kernel as kernel_rules
+from .facts import Facts, key_name
+from .flow import Flow
+from .ring import ring_findings
+from .rules import RULES, Diagnostic, Rule, diag, order
+from .state import stmts_loc
+
+__all__ = ["RULES", "Diagnostic", "Rule", "barrier_names", "check", "format_diagnostics", "verify_kernel"]
+
+
+def check(kernel: Kernel) -> list[Diagnostic]:
+    """Every finding of every rule on `kernel`, sorted by source location."""
+    out = _findings(kernel)
+    try:
+        resolve_target([kernel])
+    except TargetError as e:
+        out.append(Diagnostic("target", e.message, e.loc))
+    return sorted(out, key=order)
+
+
+def verify_kernel(k: Kernel) -> None:
+    """Check the target floor (TargetError), then raise VerifyError for the first error-severity finding,
+    naming the rule, the line and the page that shows the fix."""
+    resolve_target([k])
+    for d in sorted(_findings(k), key=order):
+        if d.severity == "error":
+            raise VerifyError(f"{d.message} (see {RULES[d.rule].doc})", d.loc, rule=d.rule)
+
+
+def format_diagnostics(diags) -> str:
+    """`file:line: rule-name: message` per finding, like a linter (paths relative to the working directory)."""
+    lines = []
+    for d in diags:
+        tag = "warning: " if d.severity == "warning" else ""
+        where = f"{_path(d.loc.file)}:{d.loc.line}: " if d.loc is not None else ""
+        lines.append(f"{where}{d.rule}: {tag}{d.message}")
+    return "\n".join(lines)
+
+
+def barrier_names(k: Kernel, addrs) -> list[str]:
+    """Names of the mbarriers at `addrs` as the diagnostics spell them: `bar`, `bar+8`, `full[?]` for a slot of
+    an array picked at run time; the register when its buffer is not known."""
+    facts = Facts(k)
+    out = []
+    for addr in addrs:
+        base, off = (addr.base, addr.offset) if isinstance(addr, Addr) else (addr, 0)
+        if isinstance(base, SharedAlloc):
+            out.append(key_name((base, off)))
+            continue
+        known = facts.get(base).addr if isinstance(base, Reg) else None
+        out.append(key_name((known[0], None if known[1] is None else known[1] + off)) if known else str(base))
+    return out
+
+
+def _path(file: str) -> str:
+    try:
+        rel = os.path.relpath(file)
+    except ValueError:
+        return file
+    return file if rel.startswith("..") else rel
+
+
+def _findings(k: Kernel) -> list[Diagnostic]:
+    out = list(kernel_rules.findings(k))
+    flow = Flow(k).run()
+    out.extend(flow)
+    seen = {(d.rule, d.loc) for d in flow}
+    for f in ring_findings(k):
+        if not any(f.rule in getattr(s, "allow", frozenset()) for s in f.stmts):
+            d = diag(f.rule, f.message, stmts_loc(list(f.stmts)))
+            if (d.rule, d.loc) not in seen:
+                out.append(d)
+    return out

@@ -1,0 +1,54 @@
+"""Bulk async-groups: a TMA store, reduce or bulk copy to global memory reads its shared source until
+cp.async.bulk.wait_group.read says the group holding it is done.
+
+Rules: bulk-group-pending (a shared buffer is overwritten while a bulk group reading it is pending),
+bulk-group-exit (the kernel exits with bulk reads not committed or not waited for).
+"""
+from __future__ import annotations
+
+import itertools
+
+from .facts import key_name
+from .state import MAX_GROUPS, Pending, line
+
+
+def _pending(st):
+    return st.uncommitted + tuple(itertools.chain.from_iterable(st.groups))
+
+
+def join(cx, s, src, st, ctx):
+    """A bulk read of `src` joins this thread's current (uncommitted) group."""
+    st.uncommitted = st.uncommitted + (Pending(src, s, region=ctx.region),)
+
+
+def overwrite(cx, s, rng, st):
+    """Something writes `rng`: no pending bulk read may still be reading it."""
+    for x in _pending(st):
+        if x.range is not None and x.range.overlaps(rng):
+            cx.report("bulk-group-pending", f"this writes {key_name((rng.alloc, rng.off))} while the bulk copy "
+                      f"at {line(x.stmt)} may still be reading it; cp.async.bulk.commit_group and "
+                      f"cp.async.bulk.wait_group.read first", s, x.stmt)
+            return
+
+
+def commit(cx, s, e, st, ctx):
+    if st.uncommitted:
+        st.groups = (st.groups + (st.uncommitted,))[-MAX_GROUPS:]
+        st.uncommitted = ()
+
+
+def wait(cx, s, e, st, ctx):
+    st.groups = st.groups[-e.n:] if e.n else ()
+
+
+def exit(cx, s, e, st, ctx):
+    """The kernel ends (at `s`, or at its end when s is None): every bulk read must be committed and waited."""
+    pending = _pending(st)
+    if not pending:
+        return
+    first = pending[0]
+    how = "is not committed" if first in st.uncommitted else "is not waited for"
+    where = f"at {line(s)}" if s is not None else "at its end"
+    cx.report("bulk-group-exit", f"the kernel exits {where} while the bulk copy at {line(first.stmt)} may still "
+              f"read shared memory (it {how}); end with cp.async.bulk.commit_group and "
+              f"cp.async.bulk.wait_group.read 0", s if s is not None else first.stmt, first.stmt)

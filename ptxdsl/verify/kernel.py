@@ -1,0 +1,53 @@
+"""Kernel-wide rules: smem-capacity (shared memory over what ptxas or the device allows), cluster-size (a
+cluster over 8 CTAs needs the non-portable opt-in; over 16 is impossible), debug-timeout (debug= is neither
+a bool nor a positive number of seconds)."""
+from __future__ import annotations
+
+import math
+
+from ..ir import MAX_SHARED_PER_BLOCK, MAX_STATIC_SHARED, Kernel
+from .rules import diag
+
+PORTABLE_CLUSTER, MAX_CLUSTER = 8, 16
+
+
+def findings(k: Kernel):
+    """Every kernel-wide finding."""
+    for check in (capacity, cluster_size, debug_timeout):
+        yield from check(k)
+
+
+def capacity(k: Kernel):
+    static = k.static_shared_bytes
+    if static > MAX_STATIC_SHARED:
+        big = max((a for a in k.shared if not a.dynamic), key=lambda a: a.nbytes)
+        yield diag("smem-capacity", f"kernel {k.name!r} declares {static} bytes of static shared memory, over the "
+                   f"{MAX_STATIC_SHARED} ptxas allows; declare large buffers with dynamic=True", big.loc)
+    total = static + k.dynamic_shared_bytes
+    if total > MAX_SHARED_PER_BLOCK:
+        yield diag("smem-capacity", f"kernel {k.name!r} needs {total} bytes of shared memory, over the "
+                   f"{MAX_SHARED_PER_BLOCK}-byte per-block limit of sm_90", k.shared[-1].loc)
+
+
+def cluster_size(k: Kernel):
+    d = k.directives
+    if "reqnctapercluster" in d:
+        size, what = math.prod(d["reqnctapercluster"]), f"reqnctapercluster={tuple(d['reqnctapercluster'])}"
+    elif "maxclusterrank" in d:
+        size, what = d["maxclusterrank"], f"maxclusterrank={d['maxclusterrank']}"
+    else:
+        return
+    if size > MAX_CLUSTER:
+        yield diag("cluster-size", f"{what}: {size} CTAs is over the {MAX_CLUSTER} a cluster can have", k.loc)
+    elif size > PORTABLE_CLUSTER:
+        yield diag("cluster-size", f"{what}: {size} CTAs is over the portable {PORTABLE_CLUSTER}; the launch must "
+                   f"opt in with Function.set_non_portable_cluster_size_allowed()", k.loc, "warning")
+
+
+def debug_timeout(k: Kernel):
+    v = k.debug
+    if isinstance(v, bool):
+        return
+    if not isinstance(v, (int, float)) or not 0 < v <= 3600:
+        yield diag("debug-timeout", f"debug={v!r}: expected True/False or a wait timeout in seconds "
+                   f"(0 < seconds <= 3600)", k.loc)

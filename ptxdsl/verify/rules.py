@@ -1,0 +1,100 @@
+"""The verifier's rules as data (name, one-line summary, the anchor of docs/verifier.md that shows the fix,
+severity) and the Diagnostic every check reports."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import SourceLoc
+
+DOC = "docs/verifier.md"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One verifier rule: its name (what `allow()` and the diagnostics use), a one-line summary, the
+    anchor of its section in docs/verifier.md, and its severity."""
+
+    name: str
+    summary: str
+    doc_anchor: str
+    severity: str = "error"
+
+    @property
+    def doc(self) -> str:
+        return f"{DOC}#{self.doc_anchor}"
+
+
+RULES: dict[str, Rule] = {r.name: r for r in (
+    Rule("mbarrier-uninit", "an mbarrier is used before mbarrier.init, after mbarrier.inval, or never initialised",
+         "mbarrier-uninit"),
+    Rule("mbarrier-init-fence", "a TMA load completes on an mbarrier whose init was not published with "
+         "fence.mbarrier_init / fence.proxy.async", "mbarrier-init-fence"),
+    Rule("mbarrier-init-sync", "threads other than the initialising one use an mbarrier with no bar.sync / "
+         "barrier.cluster between the init and the use", "mbarrier-init-sync", "warning"),
+    Rule("expect-tx-mismatch", "the expect_tx bytes of a barrier phase differ from the bytes its TMA loads deliver",
+         "expect-tx-mismatch"),
+    Rule("tx-count-range", "a barrier phase expects more than 2^20-1 transaction bytes", "tx-count-range"),
+    Rule("phase-reuse", "a wait names the parity of a phase that already completed while the barrier's current "
+         "phase still has loads or arrivals pending: it returns at once", "phase-reuse"),
+    Rule("loop-parity", "a loop waits on the same barrier every iteration without flipping the parity",
+         "loop-parity"),
+    Rule("wait-before-arrive", "every thread waits on a barrier phase before the arrive that completes it",
+         "wait-before-arrive"),
+    Rule("wait-never-armed", "thread 0 waits on a slot of a barrier ring for a phase it never arms (counted over "
+         "a run of thread 0)", "wait-never-armed"),
+    Rule("async-proxy-fence", "a TMA store/reduce reads shared memory written by st.shared with no "
+         "fence.proxy.async in between", "async-proxy-fence"),
+    Rule("tma-load-race", "ordinary loads/stores touch a buffer while a TMA load into it may be in flight",
+         "tma-load-race"),
+    Rule("bulk-group-pending", "a shared buffer is overwritten while a bulk group reading it is pending",
+         "bulk-group-pending"),
+    Rule("bulk-group-exit", "the kernel exits while bulk groups reading shared memory are pending",
+         "bulk-group-exit"),
+    Rule("tensormap-release", "a tensor map edited with tensormap.replace is used before tensormap.cp_fenceproxy "
+         "(or fence.proxy.tensormap release) publishes it", "tensormap-release"),
+    Rule("tensormap-acquire", "a kernel that edits tensor maps uses one without fence.proxy.tensormap::generic "
+         "acquire on it", "tensormap-acquire"),
+    Rule("sync-aligned-divergent", "a .sync/.aligned warp-collective instruction in code that is not warp-uniform",
+         "sync-aligned-divergent"),
+    Rule("barrier-divergent", "bar.sync (all threads) or barrier.cluster in code that not every warp reaches",
+         "barrier-divergent"),
+    Rule("tma-smem-align", "a TMA shared-memory box not aligned to 128 bytes or to its swizzle pattern",
+         "tma-smem-align"),
+    Rule("mbarrier-align", "an mbarrier not 8-byte aligned", "mbarrier-align"),
+    Rule("tma-smem-bounds", "a TMA box that does not fit in its shared buffer from the given offset",
+         "tma-smem-bounds"),
+    Rule("tensormap-align", "a shared-memory tensor map not 128-byte aligned", "tensormap-align"),
+    Rule("smem-capacity", "shared memory over what ptxas or the device allows", "smem-capacity"),
+    Rule("multicast-mask", "a multicast mask with no bit set or bits outside the cluster", "multicast-mask"),
+    Rule("cluster-size", "a cluster over 8 CTAs (needs the non-portable opt-in) or over 16", "cluster-size"),
+    Rule("coord-align", "a TMA box whose innermost start offset is statically not a multiple of 16 bytes",
+         "coord-align"),
+    Rule("debug-timeout", "debug= is neither a bool nor a positive number of seconds", "debug-timeout"),
+    Rule("target", "an instruction the kernel's .target/.version cannot express", "target"),
+)}
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One finding: the rule's name, what is wrong, where (the user's line), error or warning."""
+
+    rule: str
+    message: str
+    loc: SourceLoc | None
+    severity: str = "error"
+
+    def __str__(self) -> str:
+        where = f"{self.loc}: " if self.loc is not None else ""
+        tag = "warning: " if self.severity == "warning" else ""
+        return f"{where}{self.rule}: {tag}{self.message}"
+
+
+def diag(rule: str, message: str, loc, severity: str | None = None) -> Diagnostic:
+    """A finding of `rule` (at its own severity unless one is given)."""
+    return Diagnostic(rule, message, loc, severity or RULES[rule].severity)
+
+
+def order(d: Diagnostic):
+    """Diagnostics sort by file, line, column, then rule and message."""
+    loc = d.loc
+    return (loc is None, loc.file if loc else "", loc.line if loc else 0, loc.col if loc else 0, d.rule, d.message)
