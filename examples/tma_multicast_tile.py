@@ -30,8 +30,8 @@ with px.kernel("tma_multicast_tile", reqntid=THREADS, reqnctapercluster=(CTAS, 1
         k.mbarrier_init(bar, 1)
         k.fence_mbarrier_init()
     # Both barriers are initialised (and the init published cluster-wide) before either CTA multicasts.
-    k.barrier_cluster_arrive(sem="release")
-    k.barrier_cluster_wait(sem="acquire")
+    k.barrier_cluster_arrive(sem="release", aligned=True)
+    k.barrier_cluster_wait(sem="acquire", aligned=True)
     with k.if_(is_t0):
         k.mbarrier_arrive_expect_tx(bar, TILE_BYTES, sem="release", scope="cta")
         half = k.mul(rank, HALF)

@@ -13,7 +13,7 @@ with px.kernel("tma_reduce_tile", reqntid=THREADS) as k:
     tile = k.shared("tile", TILE_BYTES, align=128)
     bar = k.mbarrier("bar")
     _, is_t0, x, y = load_tile(k, src, tile, bar)
-    k.fence_proxy_async("shared::cta")
+    k.fence_proxy_async(space="shared::cta")
     with k.if_(is_t0):
         k.cp_reduce_async_bulk_tensor("add", acc, tile, (x, y))
         k.cp_async_bulk_commit_group()

@@ -17,15 +17,16 @@ from .parse import parse
 from .printer import to_ptxd
 
 
-def loads(text: str, filename: str = "<string>") -> list:
-    """Parse and build every kernel of .ptxd text; returns finished ir.Kernel objects in file order."""
-    return lower_module(parse(text, filename))
+def loads(text: str, filename: str = "<string>", *, verify: bool = True) -> list:
+    """Parse and build every kernel of .ptxd text; returns finished ir.Kernel objects in file order.
+    verify=False leaves the verifier's rules to an explicit ptxdsl.verify.check, as for a builder kernel."""
+    return lower_module(parse(text, filename), verify=verify)
 
 
-def load(path) -> list:
+def load(path, *, verify: bool = True) -> list:
     """Parse and build every kernel of a .ptxd file."""
     path = Path(path)
-    return loads(path.read_text(encoding="utf-8"), str(path))
+    return loads(path.read_text(encoding="utf-8"), str(path), verify=verify)
 
 
 __all__ = ["ast", "load", "loads", "parse", "to_ptxd"]

@@ -1,243 +1,269 @@
-"""How a .ptxd instruction maps onto a KernelBuilder method: one table row per spelling.
+"""The .ptxd instruction table, derived from the op declarations (ptxdsl.isa.decl.OPS): no row is kept by hand.
 
     mbarrier.arrive.expect_tx.release.cta [bar], 8192
       -> k.mbarrier_arrive_expect_tx(bar=bar, tx=8192, sem="release", scope="cta")
 
-A row names the dotted mnemonic, the builder method, the builder parameters its operands fill in
-order, and which qualifier groups it takes. A qualifier is routed to the parameter of the first of
-the row's groups that lists it; the op the builder builds then checks the value (so the allowed
-values stay where the ISA is: ptxdsl/isa). Adding a builder method to the language is adding a row.
+A statement `[results =] mnemonic.tok.tok operands` resolves in three steps:
+
+1. the longest dotted prefix of the mnemonic that is some op's `ptxd` name;
+2. among the ops of that name, those whose `form` tokens are all written, the largest form winning; the
+   winners share one builder method and make one row (their qualifiers and operands merged in order);
+3. each remaining token goes to the first qualifier, in declaration order, whose .ptxd tokens (`Qual.tokens()`)
+   contain it and that is still unset (a dotted token such as `proxy.async::generic` is matched longest first);
+   the fixed text of the templates (`.b64`, `.mbarrier::complete_tx::bytes`) is accepted and ignored.
+
+The op the builder builds checks the values, so the allowed values stay in the declarations. A new
+declaration is part of the language as soon as it joins OPS.
 """
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
+import inspect
+import re
 
 from ..errors import DSLError
-from ..isa.bulk import LOAD_MODES, MBAR_COMPLETE, REDUCE_MODES, REDUCE_OPS, STORE_MODES
-from ..isa.core import CMP_FLOAT, CMP_INT
-from ..isa.policy import PRIMARY, SECONDARY
-from ..isa.tensormap import FIELDS
-from ..types import ALL_TYPES, SPACES
+from ..isa import decl, mbarrier
+from ..isa.operands import Dsts, LabelRef, TensorMap
+
+_PLACEHOLDER = re.compile(r"^<(\w+)>$")
+WAIT_KINDS = {"try_wait": "try_wait", "test_wait": "test_wait"}     # wait.test_wait spins on test_wait
 
 
-def _same(*tokens) -> dict:
-    return {t: t for t in tokens}
+def template_parts(cls) -> list:
+    """The dotted parts of an op's PTX template, in order: ('fixed', text) or ('qual', name)."""
+    out = []
+    for part in cls.ptx.replace("{", "").replace("}", "").split("."):
+        m = _PLACEHOLDER.match(part)
+        out.append(("qual", m.group(1)) if m else ("fixed", part))
+    return out
 
 
-# Qualifier groups: group -> (builder parameter, {qualifier token: value}).
-GROUPS: dict[str, tuple[str, dict]] = {
-    "type": ("type", _same(*ALL_TYPES)),
-    "sem": ("sem", _same("release", "acquire", "relaxed", "acq_rel", "sc")),
-    "scope": ("scope", _same("cta", "cluster", "gpu", "sys")),
-    "space": ("space", _same(*sorted(SPACES))),
-    "mbspace": ("space", _same("shared", "shared::cta", "shared::cluster")),
-    "vec": ("vec", {"v2": 2, "v4": 4}),
-    "cmp": ("cmp", _same(*sorted(CMP_INT | CMP_FLOAT))),
-    "mode": ("mode", _same("lo", "hi", "wide", "rn", "rz", "rm", "rp", "approx", "full")),
-    "rnd": ("rnd", _same("rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi")),
-    "sat": ("sat", {"sat": True}),
-    "to": ("to", {"to": True}),
-    "tmode": ("mode", _same(*sorted(LOAD_MODES | STORE_MODES | REDUCE_MODES))),
-    "redop": ("op", _same(*sorted(REDUCE_OPS))),
-    "cta_group": ("cta_group", {"cta_group::1": 1, "cta_group::2": 2}),
-    "aligned": ("aligned", {"aligned": True}),
-    "kind": ("kind", _same("try_wait", "test_wait")),
-    "level": ("level", _same("cta", "gl", "sys")),
-    "uni": ("uni", {"uni": True}),
-    "noftz": ("noftz", {"noftz": True}),
-    "evict": ("primary", _same(*sorted(PRIMARY | (SECONDARY - {None})))),
-}
+def destinations(cls) -> tuple:
+    """The destination slots in the order a statement's results name them (`results`, then slot order)."""
+    outs = [s.name for s in cls.operands if s.kind.out]
+    return tuple(cls.results) + tuple(n for n in outs if n not in cls.results)
 
 
-@dataclass(frozen=True)
-class Form:
-    """One spelling of a builder method.
-
-    name: the dotted mnemonic; method: the KernelBuilder method; args: the parameters positional
-    operands fill; quals: the qualifier groups it takes; route: group -> parameter(s) where the
-    group's default parameter is not the builder's name (a tuple fills one per qualifier, in order);
-    form: qualifiers that select this row among rows of the same name; fixed / defaults: parameters
-    the spelling implies (defaults may be overridden by a qualifier); implied: PTX qualifiers the op
-    spells itself, accepted and ignored; flag: (parameter, n) set True when the statement names at
-    least n results; vec_of: the operand whose length a .v2/.v4 qualifier states; labels: parameters
-    that take a label (forward references allowed).
-    """
-
-    name: str
-    method: str
-    args: tuple = ()
-    quals: tuple = ()
-    route: dict = field(default_factory=dict)
-    form: frozenset = frozenset()
-    fixed: dict = field(default_factory=dict)
-    defaults: dict = field(default_factory=dict)
-    implied: frozenset = frozenset()
-    flag: tuple | None = None
-    vec_of: str | None = None
-    labels: tuple = ()
+def positional(cls) -> tuple:
+    """The slots positional operands fill: the input slots in PTX order. (That is the builder's `args` order
+    then slot order for every op but tensormap.replace, whose builder takes `ord` by keyword: in .ptxd
+    `[m], 1, 64` is ord 1, new_val 64, as PTX writes it.)"""
+    return tuple(s.name for s in cls.operands if not (s.kind.out or s.kind.fixed or s.inline))
 
 
-_B64 = frozenset({"b64"})
-_EVICT = {"evict": ("primary", "secondary")}
-_MB = ("sem", "scope", "mbspace")
-_ARITH = (("add", "add"), ("sub", "sub"), ("rem", "rem"), ("min", "min"), ("max", "max"), ("and", "and_"),
-          ("or", "or_"), ("xor", "xor"), ("shl", "shl"), ("shr", "shr"))
-
-FORMS: tuple[Form, ...] = (
-    # values and arithmetic
-    Form("mov", "mov", ("src",), ("type",)),
-    *(Form(name, method, ("a", "b"), ("type",)) for name, method in _ARITH),
-    Form("mul", "mul", ("a", "b"), ("mode", "type")),
-    Form("div", "div", ("a", "b"), ("mode", "type")),
-    Form("not", "not_", ("a",), ("type",)),
-    Form("neg", "neg", ("a",), ("type",)),
-    Form("abs", "abs", ("a",), ("type",)),
-    Form("mad", "mad", ("a", "b", "c"), ("mode", "type")),
-    Form("fma", "mad", ("a", "b", "c"), ("mode", "type")),
-    Form("setp", "setp", ("a", "b"), ("cmp", "type")),
-    Form("selp", "selp", ("a", "b", "cond"), ("type",)),
-    Form("cvt", "cvt", ("src",), ("rnd", "sat", "type"), route={"type": ("type", "stype")}),
-    Form("cvta", "cvta", ("src",), ("to", "space"), implied=frozenset({"u64"})),
-    Form("ld", "ld", ("addr",), ("space", "vec", "type")),
-    Form("st", "st", ("addr", "value"), ("space", "vec", "type"), vec_of="value"),
-    Form("atom", "atom_add", ("addr", "value"), ("space", "type"), form=frozenset({"add"})),
-    # control
-    Form("bar.sync", "bar_sync", ("barrier", "count")),
-    Form("bra", "bra", ("target",), ("uni",), labels=("target",)),
-    Form("ret", "ret"),
-    Form("exit", "exit"),
-    Form("trap", "trap"),
-    Form("membar", "membar", (), ("level",)),
-    # mbarrier
-    Form("mbarrier.init", "mbarrier_init", ("bar", "count"), ("mbspace",), implied=_B64),
-    Form("mbarrier.inval", "mbarrier_inval", ("bar",), ("mbspace",), implied=_B64),
-    Form("mbarrier.arrive", "mbarrier_arrive", ("bar", "count"), _MB, implied=_B64, flag=("state", 1)),
-    Form("mbarrier.arrive", "mbarrier_arrive_expect_tx", ("bar", "tx"), _MB, form=frozenset({"expect_tx"}),
-         implied=_B64, flag=("state", 1)),
-    Form("mbarrier.arrive", "mbarrier_arrive_no_complete", ("bar", "count"), _MB,
-         form=frozenset({"noComplete"}), implied=_B64),
-    Form("mbarrier.arrive_drop", "mbarrier_arrive_drop", ("bar", "count"), _MB, implied=_B64, flag=("state", 1)),
-    Form("mbarrier.arrive_drop", "mbarrier_arrive_drop_expect_tx", ("bar", "tx"), _MB,
-         form=frozenset({"expect_tx"}), implied=_B64, flag=("state", 1)),
-    Form("mbarrier.arrive_drop", "mbarrier_arrive_drop_no_complete", ("bar", "count"), _MB,
-         form=frozenset({"noComplete"}), implied=_B64),
-    Form("mbarrier.expect_tx", "mbarrier_expect_tx", ("bar", "tx"), _MB, implied=_B64),
-    Form("mbarrier.complete_tx", "mbarrier_complete_tx", ("bar", "tx"), _MB, implied=_B64),
-    Form("mbarrier.try_wait", "mbarrier_try_wait", ("bar", "state", "hint"), _MB, implied=_B64),
-    Form("mbarrier.try_wait", "mbarrier_try_wait", ("bar", "parity", "hint"), _MB, form=frozenset({"parity"}),
-         implied=_B64),
-    Form("mbarrier.test_wait", "mbarrier_test_wait", ("bar", "state"), _MB, implied=_B64),
-    Form("mbarrier.test_wait", "mbarrier_test_wait", ("bar", "parity"), _MB, form=frozenset({"parity"}),
-         implied=_B64),
-    Form("mbarrier.pending_count", "mbarrier_pending_count", ("state",), implied=_B64),
-    Form("wait", "mbarrier_wait", ("bar",), ("sem", "scope", "mbspace", "kind")),
-    # fences
-    Form("fence.proxy.async", "fence_proxy_async", (), ("space",)),
-    Form("fence.mbarrier_init", "fence_mbarrier_init", implied=frozenset({"release", "cluster"})),
-    Form("fence.proxy.tensormap::generic", "fence_proxy_tensormap", ("addr",), ("sem", "scope")),
-    Form("fence", "fence", (), ("sem", "scope")),
-    Form("fence", "fence_sync_restrict", form=frozenset({"sync_restrict::shared::cta"}), fixed={"sem": "release"},
-         implied=frozenset({"release", "cluster"})),
-    Form("fence", "fence_sync_restrict", form=frozenset({"sync_restrict::shared::cluster"}),
-         fixed={"sem": "acquire"}, implied=frozenset({"acquire", "cluster"})),
-    Form("fence.proxy.async::generic", "fence_sync_restrict", form=frozenset({"sync_restrict::shared::cta"}),
-         fixed={"sem": "release", "proxy_async": True}, implied=frozenset({"release", "cluster"})),
-    Form("fence.proxy.async::generic", "fence_sync_restrict", form=frozenset({"sync_restrict::shared::cluster"}),
-         fixed={"sem": "acquire", "proxy_async": True}, implied=frozenset({"acquire", "cluster"})),
-    # bulk tensor copies
-    Form("cp.async.bulk.tensor", "cp_async_bulk_tensor", ("dst", "src", "mbar"), ("space", "tmode", "cta_group"),
-         route={"space": "dst_space"}),
-    Form("cp.reduce.async.bulk.tensor", "cp_reduce_async_bulk_tensor", ("dst", "src"), ("redop", "tmode")),
-    Form("cp.async.bulk.prefetch.tensor", "cp_async_bulk_prefetch_tensor", ("tmap",), ("tmode",)),
-    Form("cp.async.bulk", "cp_async_bulk", ("dst", "src", "size", "mbar"), ("space",),
-         route={"space": ("dst_space", "src_space")}, implied=frozenset({MBAR_COMPLETE, "bulk_group"})),
-    Form("cp.reduce.async.bulk", "cp_reduce_async_bulk", ("dst", "src", "size", "mbar"),
-         ("space", "redop", "noftz", "type"), route={"space": "dst_space"},
-         implied=frozenset({"shared::cta", MBAR_COMPLETE, "bulk_group"})),
-    Form("cp.async.bulk.prefetch", "cp_async_bulk_prefetch", ("src", "size"), implied=frozenset({"L2", "global"})),
-    Form("cp.async.bulk.commit_group", "cp_async_bulk_commit_group"),
-    Form("cp.async.bulk.wait_group", "cp_async_bulk_wait_group", ("n",)),
-    Form("cp.async.bulk.wait_group", "cp_async_bulk_wait_group_read", ("n",), form=frozenset({"read"})),
-    # cluster
-    Form("elect.sync", "elect_sync", ("mask",), flag=("lane", 2)),
-    Form("barrier.cluster.arrive", "barrier_cluster_arrive", (), ("sem", "aligned"), defaults={"aligned": False}),
-    Form("barrier.cluster.wait", "barrier_cluster_wait", (), ("sem", "aligned"), defaults={"aligned": False}),
-    Form("mapa", "mapa", ("addr", "rank"), ("space",), defaults={"space": ""}, implied=frozenset({"u32", "u64"})),
-    Form("getctarank", "getctarank", ("addr",), ("space",), defaults={"space": ""},
-         implied=frozenset({"u32", "u64"})),
-    Form("st.async", "st_async", ("addr", "value", "mbar"), ("vec", "type"),
-         implied=frozenset({"shared::cluster", MBAR_COMPLETE}), vec_of="value"),
-    Form("red.async", "red_async", ("addr", "value", "mbar"), ("redop", "type"),
-         implied=frozenset({"relaxed", "cluster", "shared::cluster", MBAR_COMPLETE})),
-    # execution control and cache policies
-    Form("griddepcontrol.launch_dependents", "griddepcontrol_launch_dependents"),
-    Form("griddepcontrol.wait", "griddepcontrol_wait"),
-    Form("setmaxnreg.inc", "setmaxnreg_inc", ("n",), implied=frozenset({"sync", "aligned", "u32"})),
-    Form("setmaxnreg.dec", "setmaxnreg_dec", ("n",), implied=frozenset({"sync", "aligned", "u32"})),
-    Form("createpolicy.fractional", "createpolicy_fractional", ("fraction",), ("evict",), route=_EVICT,
-         implied=_B64),
-    Form("createpolicy.range", "createpolicy_range", ("addr", "primary_size", "total_size"), ("space", "evict"),
-         route=_EVICT, implied=_B64),
-    Form("createpolicy.cvt", "createpolicy_cvt", ("access_property",), implied=frozenset({"L2", "b64"})),
-    # tensor maps
-    *(Form("tensormap.replace", "tensormap_replace", ("addr", "ord", "new_val") if group == 2 else ("addr", "new_val"),
-           ("space", "tmode"), form=frozenset({field}), fixed={"field": field},
-           implied=frozenset({"b1024", t.name})) for field, (group, t) in FIELDS.items()),
-    Form("tensormap.cp_fenceproxy", "tensormap_cp_fenceproxy", ("dst", "src"), ("scope",),
-         implied=frozenset({"global", "shared::cta", "tensormap::generic", "release", "sync", "aligned"})),
-    Form("prefetch", "prefetch_tensormap", ("tmap",), ("space",), form=frozenset({"tensormap"})),
-)
-
-BY_NAME: dict[tuple, list[Form]] = {}
-for _f in FORMS:
-    BY_NAME.setdefault(tuple(_f.name.split(".")), []).append(_f)
+def _first_out(cls):
+    """The destination a builder method's `out=` names: the first one that is not a sink by default."""
+    return next((s.name for s in cls.operands if s.kind.out and not getattr(s.kind, "sink", False)), None)
 
 
-def resolve(mnemonic: str) -> tuple[Form, dict]:
-    """The row a dotted mnemonic selects and the builder keyword arguments its qualifiers give."""
-    parts = mnemonic.split(".")
-    for n in range(len(parts), 0, -1):
-        rows = BY_NAME.get(tuple(parts[:n]))
-        if rows:
-            break
-    else:
-        close = difflib.get_close_matches(mnemonic, sorted({f.name for f in FORMS}), n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise DSLError(f"unknown instruction {mnemonic!r}{hint}")
-    quals = parts[n:]
-    fitting = [f for f in rows if f.form <= set(quals)]
-    if not fitting:
-        need = " or ".join("." + ".".join(sorted(f.form)) for f in rows)
-        raise DSLError(f"{mnemonic}: expected the qualifier {need}")
-    row = max(fitting, key=lambda f: len(f.form))
-    return row, qualifier_kwargs(row, mnemonic, [q for q in quals if q not in row.form])
+def _union(lists) -> tuple:
+    return tuple(dict.fromkeys(n for names in lists for n in names))
 
 
-def qualifier_kwargs(row: Form, mnemonic: str, quals) -> dict:
-    kwargs = dict(row.defaults)
-    given: dict[str, str] = {}
-    for q in quals:
-        if q in row.implied:
-            continue
-        for group in row.quals:
-            param, values = GROUPS[group]
-            if q in values:
-                break
-        else:
-            raise DSLError(f"{mnemonic}: unknown qualifier .{q}; {row.name} takes {allowed_qualifiers(row)}")
-        targets = row.route.get(group, param)
-        targets = targets if isinstance(targets, tuple) else (targets,)
-        free = [t for t in targets if t not in given]
-        if not free:
-            prev = given[targets[-1]]
-            raise DSLError(f"{mnemonic}: .{q} and .{prev} both set {targets[-1]}; give one")
-        given[free[0]] = q
-        kwargs[free[0]] = values[q]
-    kwargs.update(row.fixed)
-    return kwargs
+class Row:
+    """What one .ptxd spelling builds: the ops it may make (one builder method), their qualifiers' tokens
+    merged in declaration order, the fixed template text, and the operand slots in statement order."""
+
+    def __init__(self, name: str, ops, method: str | None = None, extra: dict | None = None, check: bool = True):
+        self.name = name
+        self.ops = tuple(ops)
+        self.method = method or self.ops[0].method
+        self.form = frozenset().union(*(c.form for c in self.ops))
+        self.tokens: dict = {}            # qualifier -> {.ptxd token: value}
+        self.derived: set = set()         # qualifiers the op computes from its operands
+        self.defaults: dict = {}          # qualifier -> the default every op agrees on
+        self.fixed: set = set()           # the templates' fixed text
+        defaults: dict = {}
+        for c in self.ops:
+            for qname, q in c.quals.items():
+                for t, v in q.tokens().items():
+                    self.tokens.setdefault(qname, {}).setdefault(t, v)
+                if q.derived:
+                    self.derived.add(qname)
+                defaults.setdefault(qname, []).append(q.default)
+            self.fixed.update(text for kind, text in template_parts(c) if kind == "fixed")
+        self.tokens.update({qname: dict(values) for qname, values in (extra or {}).items()})
+        for qname, ds in defaults.items():
+            if len(ds) == len(self.ops) and ds[0] is not None and all(d == ds[0] for d in ds):
+                self.defaults[qname] = ds[0]
+        self.by_token: dict = {}          # .ptxd token -> the qualifiers that take it, in declaration order
+        for qname, toks in self.tokens.items():
+            for t in toks:
+                self.by_token.setdefault(t, []).append(qname)
+        self.accepted = self.fixed | self.form
+        self.positional = _union(positional(c) for c in self.ops)
+        self.dests = _union(destinations(c) for c in self.ops)
+        slots = {s.name: s for c in self.ops for s in c.operands}
+        self.sinks = frozenset(n for n in self.dests if getattr(slots[n].kind, "sink", False))
+        self.vector = next((n for n in self.dests if isinstance(slots[n].kind, Dsts)), None) \
+            if len(self.dests) == 1 else None
+        self.labels = frozenset(n for n, s in slots.items() if isinstance(s.kind, LabelRef))
+        self.tensors = {s.name: s.kind.coords for c in self.ops for s in c.operands
+                        if isinstance(s.kind, TensorMap) and s.kind.coords}     # tensor-map slot -> its coordinates
+        firsts = {_first_out(c) for c in self.ops} - {None}
+        self.out = firsts.pop() if len(firsts) == 1 else None
+        required = [tuple(n for n in positional(c) if next(s for s in c.operands if s.name == n).required)
+                    for c in self.ops]
+        longest = max(required, key=len, default=())
+        for names in required if check else ():
+            if names != longest[:len(names)]:
+                raise TypeError(f".ptxd {name}: the ops {', '.join(c.__name__ for c in self.ops)} share a spelling "
+                                f"but their required operands disagree ({', '.join(names)} / {', '.join(longest)})")
+
+    def key(self, slot: str) -> str:
+        """The builder keyword of a destination slot: out= for the first one, else the slot's name."""
+        return "out" if slot == self.out else slot
+
+    def allowed(self) -> str:
+        own = set(self.name.split("."))
+        words = sorted({"." + t for t in self.by_token} | {"." + t for t in self.accepted - own})
+        return ", ".join(words) if words else "no qualifiers"
+
+    def route(self, mnemonic: str, parts) -> tuple[dict, dict]:
+        """The qualifier tokens `parts` as builder keywords: ({qualifier: value}, {derived qualifier: (token,
+        value)}). DSLError for a token no qualifier takes, or a qualifier set twice."""
+        values, derived, given = {}, {}, {}
+        i = 0
+        while i < len(parts):
+            for j in range(len(parts), i, -1):
+                tok = ".".join(parts[i:j])
+                names = self.by_token.get(tok)
+                if names or (j == i + 1 and tok in self.accepted):
+                    break
+            else:
+                close = difflib.get_close_matches(parts[i], [*self.by_token, *self.accepted], n=1)
+                hint = f" (did you mean .{close[0]}?)" if close else ""
+                raise DSLError(f"{mnemonic}: unknown qualifier .{parts[i]}{hint}; {self.name} takes {self.allowed()}")
+            i = j
+            if not names:
+                continue                    # fixed template text: the op writes it itself
+            free = [n for n in names if n not in given]
+            if not free:
+                raise DSLError(f"{mnemonic}: .{tok} and .{given[names[-1]]} both set {names[-1]}; give one")
+            qname = free[0]
+            given[qname] = tok
+            value = self.tokens[qname][tok]
+            if qname in self.derived:
+                derived[qname] = (tok, value)
+            else:
+                values[qname] = value
+        return values, derived
+
+    def __repr__(self) -> str:
+        return f"Row({self.name!r}, {self.method}, {[c.__name__ for c in self.ops]})"
 
 
-def allowed_qualifiers(row: Form) -> str:
-    words = sorted({"." + str(t) for g in row.quals for t in GROUPS[g][1]} | {"." + t for t in row.implied})
-    return ", ".join(words) if words else "no qualifiers"
+class Table:
+    """Every .ptxd instruction of a set of declarations."""
+
+    def __init__(self, ops: tuple):
+        self.ops = ops
+        self.by_name: dict = {}
+        for c in ops:
+            self.by_name.setdefault(tuple(c.ptxd.split(".")), []).append(c)
+        self.names = frozenset(".".join(k) for k in self.by_name)
+        self._rows: dict = {}
+        self._resolved: dict = {}
+        self._params: dict = {}
+        self._builder = None
+        self._wait = None
+        for parts, classes in self.by_name.items():         # every row a form selects exists: check them now
+            for form in dict.fromkeys(c.form for c in classes):
+                self.select(".".join(parts), classes, sorted(form))
+
+    def select(self, name: str, classes, tokens) -> Row:
+        """The row of the ops named `name` whose forms the tokens write (the largest form wins)."""
+        n = len(tokens)
+        written = set(tokens) | {".".join(tokens[i:j]) for i in range(n) for j in range(i + 2, n + 1)}
+        fitting = [c for c in classes if c.form <= written]
+        if not fitting:
+            need = " or ".join(sorted("." + ".".join(sorted(c.form)) for c in classes))
+            raise DSLError(f"{name}.{'.'.join(tokens)}: expected the qualifier {need}" if tokens else
+                           f"{name}: expected the qualifier {need}")
+        size = max(len(c.form) for c in fitting)
+        chosen = tuple(c for c in fitting if len(c.form) == size)
+        row = self._rows.get(chosen)
+        if row is None:
+            methods = sorted({c.method for c in chosen})
+            if len(methods) > 1:
+                raise DSLError(f"{name}.{'.'.join(tokens)} is ambiguous: it spells "
+                               f"{', '.join(c.mnemonic for c in chosen)} (methods {', '.join(methods)}); add the "
+                               f"qualifier that tells them apart")
+            row = self._rows[chosen] = Row(name, chosen)
+        return row
+
+    def resolve(self, mnemonic: str) -> tuple[Row, dict, dict]:
+        """The row a statement's dotted mnemonic selects, the qualifier keywords its tokens give, and the
+        derived qualifiers it states ({name: (token, value)})."""
+        hit = self._resolved.get(mnemonic)
+        if hit is None:
+            parts = mnemonic.split(".")
+            for n in range(len(parts), 0, -1):
+                classes = self.by_name.get(tuple(parts[:n]))
+                if classes:
+                    break
+            else:
+                close = difflib.get_close_matches(mnemonic, sorted(self.names), n=3)
+                hint = f"; did you mean {', '.join(close)}?" if close else ""
+                raise DSLError(f"unknown instruction {mnemonic!r}{hint}")
+            row = self.select(".".join(parts[:n]), classes, parts[n:])
+            hit = (row, *row.route(mnemonic, parts[n:]))
+            self._resolved[mnemonic] = hit
+        row, values, derived = hit
+        return row, dict(values), dict(derived)
+
+    def rows(self) -> list:
+        """Every row a form selects, in declaration order of their first op."""
+        out = {}
+        for parts, classes in self.by_name.items():
+            for form in dict.fromkeys(c.form for c in classes):
+                row = self.select(".".join(parts), classes, sorted(form))
+                out.setdefault(row, None)
+        return list(out)
+
+    def wait_row(self) -> Row:
+        """The qualifiers of a `wait.QUALS [bar] parity|state v` statement: those of the four wait ops, and
+        `.test_wait` / `.try_wait` (the instruction the loop spins on). The method is mbarrier_wait."""
+        if self._wait is None:
+            waits = tuple(dict.fromkeys(mbarrier.WAITS.values()))
+            self._wait = Row("wait", waits, method="mbarrier_wait", extra={"kind": WAIT_KINDS}, check=False)
+            self._wait.accepted = frozenset({"b64"})
+        return self._wait
+
+    def parameters(self, method: str):
+        """The builder method's parameters (without self), also for ops declared after the builder's import."""
+        params = self._params.get(method)
+        if params is None:
+            if self._builder is None:
+                from ..builder import KernelBuilder
+
+                self._builder = KernelBuilder("ptxd_table", verify=False)
+            params = self._params[method] = inspect.signature(getattr(self._builder, method)).parameters
+        return params
+
+
+_TABLE: Table | None = None
+
+
+def table() -> Table:
+    """The table of the ops declared now (rebuilt when OPS changes)."""
+    global _TABLE
+    ops = tuple(decl.OPS)
+    if _TABLE is None or _TABLE.ops != ops:
+        _TABLE = Table(ops)
+    return _TABLE
+
+
+def resolve(mnemonic: str) -> tuple[Row, dict, dict]:
+    """table().resolve(mnemonic)."""
+    return table().resolve(mnemonic)
+
+
+def rows() -> list:
+    """table().rows()."""
+    return table().rows()
+
+
+def wait_row() -> Row:
+    """table().wait_row()."""
+    return table().wait_row()

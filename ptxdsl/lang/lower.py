@@ -8,17 +8,21 @@ to the builder as written. Constant subexpressions are folded.
 """
 from __future__ import annotations
 
-import inspect
+import copy
 import operator
+from collections import ChainMap
+from contextlib import ExitStack
 from dataclasses import replace
 
+from .. import fold as _fold
 from .. import sreg as _sreg
 from ..builder import KernelBuilder
-from ..errors import DSLError, PtxdslError, SourceLoc, TensorMapError
-from ..ir import SINK, Addr, Label, Param, PredNot, Reg, SharedAlloc, SpecialReg
+from ..errors import DSLError, PtxdslError, SourceLoc
+from ..ir import SINK, Addr, Instr, Label, Param, PredNot, Reg, SharedAlloc, SpecialReg, WaitLoop
 from ..tensormap import TensorMapSpec
 from ..types import ALL_TYPES, pred, scalar_type
 from . import ast, forms
+from .parse import MAX_LITERAL_BITS as MAX_CONSTANT_BITS     # a folded constant stays printable
 
 # Kernel directives: name -> (builder keyword, shape of its value).
 DIRECTIVES = {
@@ -33,31 +37,42 @@ TMAP_OPTIONS = {
     "swizzle": "word", "interleave": "word", "l2_promotion": "word", "oob_fill": "word",
     "channels_per_pixel": "int", "pixels_per_column": "int", "address": "int",
 }
-MAX_SHIFT = 64
 COMPARE = {"==": "eq", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
 BINARY_METHOD = {"+": "add", "-": "sub", "*": "mul", "/": "div", "%": "rem", "<<": "shl", ">>": "shr",
                  "&": "and_", "|": "or_", "^": "xor"}
 
 
-def lower_module(module: ast.Module) -> list:
-    """Build every kernel of a parsed file; returns the finished ir.Kernel objects in file order."""
+def lower_module(module: ast.Module, *, verify: bool = True) -> list:
+    """Build every kernel of a parsed file; returns the finished ir.Kernel objects in file order. verify=False
+    leaves the verifier's rules to an explicit ptxdsl.verify.check (as for a builder kernel)."""
     consts: dict = {}
     kernels = []
     for item in module.items:
         if isinstance(item, ast.ConstDef):
             _located(item.loc, _define_const, consts, item, consts)
         else:
-            kernels.append(_KernelLowering(item, consts, module.file).build())
+            kernels.append(_located(item.loc, _KernelLowering(item, consts, module.file, verify).build))
     return kernels
 
 
 def _located(loc, fn, *args):
+    """Run fn; any error it raises leaves as a PtxdslError located at `loc` (when it has no place yet)."""
     try:
         return fn(*args)
     except PtxdslError as e:
         raise e.at(loc) from None
     except RecursionError:
-        raise DSLError("expression nested too deeply", loc) from None
+        raise DSLError("statements or expressions nested too deeply", loc) from None
+    except Exception as e:       # a bug below: still a located error, with the original as its cause
+        raise DSLError(f"internal error (a ptxdsl bug, please report): {type(e).__name__}: {e}", loc) from e
+
+
+def relocated(e: PtxdslError, loc) -> PtxdslError:
+    """A copy of e located at `loc`, replacing the place it had (a Python line inside ptxdsl's callers)."""
+    e = copy.copy(e)
+    e.loc = loc
+    e.args = (e._format(),)
+    return e
 
 
 def _define_const(table: dict, item: ast.ConstDef, consts: dict):
@@ -68,43 +83,33 @@ def _define_const(table: dict, item: ast.ConstDef, consts: dict):
 
 # ------------------------------------------------------------------------------ constant folding
 
-
-def _div(a, b):
-    if isinstance(a, int) and isinstance(b, int):
-        q = abs(a) // abs(b)
-        return q if (a >= 0) == (b >= 0) else -q
-    return a / b
-
-
-def _rem(a, b):
-    return a - _div(a, b) * b
-
-
-def _shift(fn):
-    def apply(a, b):
-        if not 0 <= b <= MAX_SHIFT:
-            raise DSLError(f"shift by {b}: expected a count in 0..{MAX_SHIFT}")
-        return fn(a, b)
-    return apply
-
-
-FOLD = {
-    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": _div, "%": _rem,
-    "<<": _shift(operator.lshift), ">>": _shift(operator.rshift), "&": operator.and_, "|": operator.or_,
-    "^": operator.xor, "==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
-    ">": operator.gt, ">=": operator.ge,
-}
 INT_ONLY = frozenset({"%", "<<", ">>", "&", "|", "^"})
+FLOAT = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv}
 
 
 def fold_binary(op: str, a, b):
-    """Fold `a op b` of two constants (integer division and remainder truncate, as in PTX)."""
-    if op in INT_ONLY and not (isinstance(a, int) and isinstance(b, int)):
+    """Fold `a op b` of two constants with PTX's semantics (ptxdsl.fold: integer / and % truncate)."""
+    fn = _fold.SYMBOL[op]
+    ints = isinstance(a, int) and isinstance(b, int)
+    if op in INT_ONLY and not ints:
         raise DSLError(f"{a!r} {op} {b!r}: {op} takes integers")
     if op in ("/", "%") and b == 0:
         raise DSLError(f"{a!r} {op} {b!r}: division by zero")
-    r = FOLD[op](a, b)
-    return int(r) if isinstance(r, bool) else r
+    try:
+        if fn in _fold.COMPARE:
+            return int(_fold.compare(fn, a, b))
+        if ints:
+            return _bounded(_fold.binary(fn, a, b))
+        return FLOAT[op](float(a), float(b))
+    except (OverflowError, ArithmeticError) as e:
+        raise DSLError(f"{op} of two constants: {e}") from None
+
+
+def _bounded(v: int) -> int:
+    if v.bit_length() > MAX_CONSTANT_BITS:
+        raise DSLError(f"a constant expression is {v.bit_length()} bits long; constants are at most "
+                       f"{MAX_CONSTANT_BITS} bits")
+    return v
 
 
 def fold_unary(op: str, a):
@@ -177,11 +182,14 @@ def what(v) -> str:
 class _KernelLowering:
     """Lowers one kernel definition through a KernelBuilder."""
 
-    def __init__(self, kdef: ast.Kernel, consts: dict, file: str):
+    def __init__(self, kdef: ast.Kernel, consts: dict, file: str, verify: bool = True):
         self.kdef = kdef
         self.consts = consts
         self.file = file
+        self.verify = verify
         self.env: dict = {}
+        self.names = ChainMap(self.env, consts)     # what a name denotes: the kernel's own first, then the file's
+        self.table = forms.table()                  # the instructions declared now
         self.loop_vars: set[str] = set()
         self.forward: dict[str, SourceLoc] = {}     # labels branched to before they are placed
         self.k: KernelBuilder | None = None
@@ -189,7 +197,7 @@ class _KernelLowering:
     def build(self):
         kdef = self.kdef
         options = _located(kdef.loc, self.directives, kdef.directives)
-        self.k = _located(kdef.loc, lambda: KernelBuilder(kdef.name, loc=kdef.loc, **options))
+        self.k = _located(kdef.loc, lambda: KernelBuilder(kdef.name, loc=kdef.loc, verify=self.verify, **options))
         for p in kdef.params:
             self.run(p.loc, self.param, p)
         self.block(kdef.body)
@@ -266,7 +274,7 @@ class _KernelLowering:
             if name in kw:
                 raise DSLError(f"tensor-map option {name!r} given twice", loc)
             kw[name] = _located(loc, self.tmap_option, name, value)
-        shape = tuple(fold(d, self.consts) for d in spec.dims)
+        shape = tuple(self.integer(fold(d, self.consts), "tensor-map shape") for d in spec.dims)
         try:
             if "box" in kw:
                 box = kw.pop("box")
@@ -276,12 +284,10 @@ class _KernelLowering:
             else:
                 raise DSLError("a tensor-map description needs `box [...]` (tiled) or `channels_per_pixel N ...` "
                                "(im2col)", spec.loc)
-        except TypeError as e:
+        except (TypeError, ValueError) as e:
             raise DSLError(f"tensor-map description: {e}", spec.loc) from None
-        except TensorMapError as e:
-            raise TensorMapError(e.message, spec.loc, e.rule) from None
-        except PtxdslError as e:
-            raise e.at(spec.loc)
+        except PtxdslError as e:         # located at the Python line that called lang.loads: name the .ptxd one
+            raise relocated(e, spec.loc) from None
         return replace(made, loc=spec.loc)
 
     def tmap_option(self, name, value):
@@ -319,18 +325,18 @@ class _KernelLowering:
 
     def stmt_ConstDef(self, s: ast.ConstDef):
         self.check_new(s.name)
-        self.env[s.name] = fold(s.value, self.scope())
+        self.env[s.name] = fold(s.value, self.names)
 
     def stmt_SharedDecl(self, s: ast.SharedDecl):
         self.check_new(s.name)
         t = scalar_type(s.type)
-        n = self.integer(fold(s.count, self.scope()), f"shared {s.name} count")
-        align = 16 if s.align is None else self.integer(fold(s.align, self.scope()), f"shared {s.name} align")
+        n = self.integer(fold(s.count, self.names), f"shared {s.name} count")
+        align = 16 if s.align is None else self.integer(fold(s.align, self.names), f"shared {s.name} align")
         self.env[s.name] = self.k.shared(s.name, n * t.nbytes, align=align, dynamic=s.dynamic)
 
     def stmt_MbarrierDecl(self, s: ast.MbarrierDecl):
         self.check_new(s.name)
-        n = 1 if s.count is None else self.integer(fold(s.count, self.scope()), f"mbarrier {s.name} count")
+        n = 1 if s.count is None else self.integer(fold(s.count, self.names), f"mbarrier {s.name} count")
         self.env[s.name] = self.k.mbarrier(s.name, n, dynamic=s.dynamic)
 
     def stmt_RegDecl(self, s: ast.RegDecl):
@@ -352,8 +358,11 @@ class _KernelLowering:
     def stmt_Assign(self, s: ast.Assign):
         if len(set(s.targets)) != len(s.targets):
             raise DSLError(f"a name appears twice among the results: {', '.join(s.targets)}")
-        if isinstance(s.value, ast.Instr):
-            self.instr(s.value, s.targets)
+        value = s.value
+        if isinstance(value, ast.Name) and value.id not in self.names and value.id in self.table.names:
+            value = ast.Instr(value.id, [], value.loc)        # `m = activemask`: an instruction without operands
+        if isinstance(value, ast.Instr):
+            self.instr(value, s.targets)
             return
         if len(s.targets) != 1:
             raise DSLError(f"an expression has one result; got {len(s.targets)} names")
@@ -367,18 +376,30 @@ class _KernelLowering:
         self.instr(s, [])
 
     def stmt_If(self, s: ast.If):
-        cond = self.value(s.cond)
-        with self.k.if_(cond):
-            self.block(s.then)
-        if s.orelse is not None:
-            with self.k.at(s.loc), self.k.else_():
-                self.block(s.orelse)
+        """if / else if / else. An else-if chain is walked, not recursed: the builder's else blocks stay open
+        on a stack until the chain ends."""
+        with ExitStack() as chain:
+            cond = self.value(s.cond)
+            while True:
+                with self.k.if_(cond):
+                    self.block(s.then)
+                if s.orelse is None:
+                    return
+                chain.enter_context(self.k.at(s.loc))
+                chain.enter_context(self.k.else_())
+                nxt = s.orelse[0] if len(s.orelse) == 1 else None
+                if not isinstance(nxt, ast.If):
+                    self.block(s.orelse)
+                    return
+                s = nxt
+                chain.enter_context(self.k.at(s.loc))
+                cond = _located(s.loc, self.value, s.cond)
 
     def stmt_For(self, s: ast.For):
         if s.var in self.env and s.var not in self.loop_vars:
             raise DSLError(f"loop variable {s.var!r} is already {what(self.env[s.var])}")
         start, stop = self.value(s.start), self.value(s.stop)
-        step = 1 if s.step is None else fold(s.step, self.scope())
+        step = 1 if s.step is None else fold(s.step, self.names)
         with self.k.loop(start, stop, step, type=s.type or "u32") as var:
             self.env[s.var] = var
             self.loop_vars.add(s.var)
@@ -393,12 +414,13 @@ class _KernelLowering:
                 self.block(s.orelse)
 
     def stmt_Wait(self, s: ast.Wait):
-        form, kwargs = forms.resolve(s.mnemonic)
-        kwargs["bar"] = self.operand(s.bar, form)
-        kwargs[s.on] = self.operand(s.value, form)
+        row = self.table.wait_row()
+        kwargs, derived = row.route(s.mnemonic, s.mnemonic.split(".")[1:])
+        kwargs["bar"] = self.operand(s.bar, row)
+        kwargs[s.on] = self.operand(s.value, row)
         if s.hint is not None:
-            kwargs["hint"] = self.operand(s.hint, form)
-        self.call(form, s.mnemonic, kwargs)
+            kwargs["hint"] = self.operand(s.hint, row)
+        self.call(row, s.mnemonic, kwargs, derived)
 
     def stmt_Allow(self, s: ast.Allow):
         with self.k.allow(*s.rules):
@@ -414,60 +436,73 @@ class _KernelLowering:
     # -------------------------------------------------------------------------- instructions
 
     def instr(self, s: ast.Instr, targets: list):
-        form, kwargs = forms.resolve(s.mnemonic)
-        self.bind_operands(form, s.mnemonic, s.operands, kwargs)
-        self.results(form, s.mnemonic, kwargs, targets)
+        row, kwargs, derived = self.table.resolve(s.mnemonic)
+        self.bind_operands(row, s.mnemonic, s.operands, kwargs)
+        self.results(row, s.mnemonic, kwargs, derived, targets)
 
-    def bind_operands(self, form: forms.Form, mnemonic: str, operands: list, kwargs: dict):
+    def bind_operands(self, row: forms.Row, mnemonic: str, operands: list, kwargs: dict):
+        """Positional operands fill the row's slots in order; `name=value` goes by name; a tensor operand
+        [tmap, {c, ...}] fills a tensor-map slot and its coordinates."""
         positional = [o for o in operands if not isinstance(o, ast.KwArg)]
-        if len(positional) > len(form.args):
-            raise DSLError(f"{mnemonic} takes at most {len(form.args)} operand"
-                           f"{'s' if len(form.args) != 1 else ''} ({', '.join(form.args) or 'none'}), "
-                           f"got {len(positional)}")
+        if len(positional) > len(row.positional):
+            n = len(row.positional)
+            raise DSLError(f"{mnemonic} takes at most {n} operand{'s' if n != 1 else ''} "
+                           f"({', '.join(row.positional) or 'none'}), got {len(positional)}")
         i = 0
         for o in operands:
             if isinstance(o, ast.KwArg):
-                if o.name in kwargs:
-                    raise DSLError(f"{mnemonic}: {o.name} is given twice")
-                kwargs[o.name] = self.operand(o.value, form, o.name)
-                continue
-            param = form.args[i]
-            i += 1
+                param, o = o.name, o.value
+            else:
+                param, i = row.positional[i], i + 1
             if param in kwargs:
                 raise DSLError(f"{mnemonic}: {param} is given twice")
             if isinstance(o, ast.Mem) and o.coords is not None:
-                if "coords" in kwargs:
+                coords = row.tensors.get(param)
+                if coords is None:
+                    raise DSLError(f"{mnemonic}: {param} is not a tensor operand; [tmap, {{...}}] is only for "
+                                   f"{', '.join(row.tensors) or 'the tensor copies'}")
+                if coords in kwargs:
                     raise DSLError(f"{mnemonic}: only one tensor operand [tmap, {{...}}] is allowed")
-                kwargs[param] = self.operand(o.addr, form, param)
-                kwargs["coords"] = tuple(self.value(c) for c in o.coords.items)
+                kwargs[param] = self.operand(o.addr, row, param)
+                kwargs[coords] = tuple(self.value(c) for c in o.coords.items)
             else:
-                kwargs[param] = self.operand(o, form, param)
-        if "vec" in kwargs and form.vec_of:
-            n = kwargs.pop("vec")
-            v = kwargs.get(form.vec_of)
-            if not isinstance(v, tuple) or len(v) != n:
-                raise DSLError(f"{mnemonic}: .v{n} needs a {n}-vector {form.vec_of} such as {{a, b, ...}}, "
-                               f"got {what(v)}")
+                kwargs[param] = self.operand(o, row, param)
 
-    def results(self, form: forms.Form, mnemonic: str, kwargs: dict, targets: list):
+    def results(self, row: forms.Row, mnemonic: str, kwargs: dict, derived: dict, targets: list):
+        """Name the destinations: new names take the registers the builder makes (a sinkable destination
+        is made because it is named), names of registers pass those registers (out=, lane=, ...)."""
         if not targets:
-            self.call(form, mnemonic, kwargs)
+            self.call(row, mnemonic, kwargs, derived)
             return
+        if not row.dests:
+            raise DSLError(f"{mnemonic} has no result to name")
+        if row.vector is None and len(targets) > len(row.dests):
+            n = len(row.dests)
+            raise DSLError(f"{mnemonic} gives {n} result{'s' if n != 1 else ''} ({', '.join(row.dests)}), but "
+                           f"{len(targets)} names are given")
         bound = [self.bound_reg(t) for t in targets]
         if any(b is None for b in bound) and not all(b is None for b in bound):
             new = [t for t, b in zip(targets, bound) if b is None]
             raise DSLError(f"{mnemonic}: results mix new names ({', '.join(new)}) with existing registers; "
                            f"declare them with `reg` first")
-        if form.flag and len(targets) >= form.flag[1]:
-            kwargs[form.flag[0]] = True
         if bound[0] is not None:
-            if "out" not in self.parameters(form.method):
-                raise DSLError(f"{mnemonic} always writes a new register; use a new name instead of "
-                               f"{', '.join(targets)}")
-            kwargs["out"] = bound[0] if len(bound) == 1 else tuple(bound)
-            self.call(form, mnemonic, kwargs)
+            pairs = [(row.vector, bound[0] if len(bound) == 1 else tuple(bound))] if row.vector else \
+                list(zip(row.dests, bound))
+            params = self.parameters(row)
+            for slot, reg in pairs:
+                key = row.key(slot)
+                if key not in params:
+                    raise DSLError(f"{mnemonic} always writes a new register; use a new name instead of "
+                                   f"{', '.join(targets)}")
+                if key in kwargs:
+                    raise DSLError(f"{mnemonic}: {key} is given twice")
+                kwargs[key] = reg
+            self.call(row, mnemonic, kwargs, derived)
             return
-        res = self.call(form, mnemonic, kwargs)
+        for slot in row.dests[:len(targets)]:
+            if slot in row.sinks:
+                kwargs.setdefault(row.key(slot), True)
+        res = self.call(row, mnemonic, kwargs, derived)
         if res is None:
             raise DSLError(f"{mnemonic} has no result to name")
         if len(targets) == 1:
@@ -478,31 +513,55 @@ class _KernelLowering:
             n = len(res) if isinstance(res, tuple) else 1
             raise DSLError(f"{mnemonic} gives {n} result{'s' if n != 1 else ''}, but {len(targets)} names are given")
 
-    def call(self, form: forms.Form, mnemonic: str, kwargs: dict):
-        params = self.parameters(form.method)
-        unknown = [k for k in kwargs if k not in params or k == "self"]
+    def call(self, row: forms.Row, mnemonic: str, kwargs: dict, derived: dict | None = None):
+        """Call the row's builder method with keyword arguments. A stated derived qualifier (.2d, .v4) goes to
+        the method when it takes it, else it is checked against the op the method built."""
+        params = self.parameters(row)
+        stated = []
+        for name, (tok, value) in (derived or {}).items():
+            if name in params:
+                kwargs.setdefault(name, value)
+            else:
+                stated.append((name, tok))
+        unknown = [k for k in kwargs if k not in params]
         if unknown:
-            raise DSLError(f"{mnemonic}: unknown operand {unknown[0]}=; it takes "
-                           f"{', '.join(p for p in params if p != 'self')}")
-        missing = [p.name for p in params.values() if p.default is inspect.Parameter.empty and p.name not in kwargs
-                   and p.name != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+            raise DSLError(f"{mnemonic}: unknown operand {unknown[0]}=; {row.name} takes {', '.join(params)}")
+        for name, p in params.items():
+            if p.default is p.empty and name not in kwargs and name in row.defaults:
+                kwargs[name] = row.defaults[name]          # a qualifier the method needs that every op defaults
+        missing = [n for n, p in params.items() if p.default is p.empty and n not in kwargs
+                   and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
         if missing:
-            for group in form.quals:
-                param, values = forms.GROUPS[group]
-                if missing[0] in (form.route.get(group, param),) + tuple(form.route.get(group, ())):
-                    shown = ", ".join("." + str(v) for v in list(values)[:6])
-                    raise DSLError(f"{mnemonic}: missing the qualifier that sets {missing[0]} ({shown}, ...)")
-            raise DSLError(f"{mnemonic}: missing operand {missing[0]} ({form.name} takes {', '.join(form.args)})")
-        return getattr(self.k, form.method)(**kwargs)
+            name = missing[0]
+            if name in row.tokens:
+                tokens = ["." + t for t in row.tokens[name]]
+                shown = ", ".join(tokens[:8]) + (", ..." if len(tokens) > 8 else "")
+                raise DSLError(f"{mnemonic}: missing the qualifier that sets {name} ({shown})")
+            raise DSLError(f"{mnemonic}: missing operand {name} ({row.name} takes "
+                           f"{', '.join(row.positional) or 'none'})")
+        block = self.k._blocks[-1] if stated else None
+        result = getattr(self.k, row.method)(**kwargs)
+        if stated:
+            self.check_stated(mnemonic, block, stated)
+        return result
 
-    @staticmethod
-    def parameters(method: str):
-        return inspect.signature(getattr(KernelBuilder, method)).parameters
+    def check_stated(self, mnemonic: str, block: list, stated: list):
+        """A derived qualifier written in the statement agrees with the op built (.v4 with a 4-vector)."""
+        last = block[-1] if block else None
+        op = last.op if isinstance(last, (Instr, WaitLoop)) else None
+        if op is None:
+            return
+        for name, tok in stated:
+            q = type(op).quals.get(name)
+            have = q.token(getattr(op, name, None)) if q is not None else None
+            if have != tok:
+                gives = f".{have}" if have else f"no .{tok}"
+                raise DSLError(f"{mnemonic}: .{tok} disagrees with the operands, which give {gives}")
+
+    def parameters(self, row: forms.Row):
+        return self.table.parameters(row.method)
 
     # ------------------------------------------------------------------------------ values
-
-    def scope(self) -> dict:
-        return {**self.consts, **self.env}
 
     def check_new(self, name: str):
         if name in self.env or name in self.consts:
@@ -527,11 +586,11 @@ class _KernelLowering:
             return v
         raise DSLError(f"{name!r} is {what(v)}; it cannot take a result")
 
-    def operand(self, e, form: forms.Form, param: str | None = None):
+    def operand(self, e, row: forms.Row, param: str | None = None):
         """An instruction operand as the builder takes it (buffers, params and special registers as is)."""
         if isinstance(e, ast.Mem):
             if e.coords is not None:
-                raise DSLError("a tensor operand [tmap, {...}] is only allowed as a positional operand")
+                raise DSLError("a tensor operand [tmap, {...}] is only allowed as an instruction operand")
             return self.address(e.addr)
         if isinstance(e, ast.Vector):
             return tuple(self.value(i) for i in e.items)
@@ -539,7 +598,7 @@ class _KernelLowering:
             return SINK
         if isinstance(e, ast.KwArg):
             raise DSLError(f"{e.name}= is only allowed in an operand list")
-        if param in form.labels and isinstance(e, ast.Name) and e.id not in self.env:
+        if param in row.labels and isinstance(e, ast.Name) and e.id not in self.env:
             self.forward.setdefault(e.id, e.loc)
             return Label(e.id)
         return self.value(e)
@@ -547,7 +606,7 @@ class _KernelLowering:
     def address(self, e):
         """`[base]` or `[base + constant]` / `[base - constant]` -> what the builder takes as an address."""
         if isinstance(e, ast.Binary) and e.op in "+-":
-            off = constant(e.right, self.scope())
+            off = constant(e.right, self.names)
             if off is not None:
                 base = self.value(e.left)
                 if not isinstance(off, int):
@@ -578,7 +637,7 @@ class _KernelLowering:
         if isinstance(e, ast.Binary):
             return self.binary(e, out)
         if isinstance(e, ast.Ternary):
-            c = constant(e.cond, self.scope())
+            c = constant(e.cond, self.names)
             if c is not None:
                 return self.value(e.then if c else e.orelse, out)
             cond = self.value(e.cond)
@@ -635,7 +694,7 @@ class _KernelLowering:
         return self.op("neg" if e.op == "-" else "not_", self.arith(v), out=out)
 
     def binary(self, e: ast.Binary, out):
-        scope = self.scope()
+        scope = self.names
         whole = constant(e, scope)
         if whole is not None:
             return whole
@@ -658,13 +717,13 @@ class _KernelLowering:
             if len(e.args) != 1 or isinstance(e.args[0], (ast.KwArg, ast.Mem, ast.Vector, ast.Sink)):
                 raise DSLError(f"{e.func}(x) converts one value; got {len(e.args)} operands", e.loc)
             return self.op("cvt", e.func, self.arith(self.value(e.args[0])), out=out)
-        form, kwargs = forms.resolve(e.func)
-        self.bind_operands(form, e.func, e.args, kwargs)
+        row, kwargs, derived = self.table.resolve(e.func)
+        self.bind_operands(row, e.func, e.args, kwargs)
         if out is not None:
-            if "out" not in self.parameters(form.method):
+            if "out" not in self.parameters(row):
                 raise DSLError(f"{e.func}(...) always writes a new register", e.loc)
             kwargs["out"] = out
-        res = self.call(form, e.func, kwargs)
+        res = self.call(row, e.func, kwargs, derived)
         if not isinstance(res, Reg):
             raise DSLError(f"{e.func}(...) gives no single register value", e.loc)
         return res

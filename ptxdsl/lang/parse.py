@@ -12,13 +12,17 @@ from importlib import resources
 from pathlib import Path
 
 import lark
-from lark import Token, Transformer, v_args
+from lark import Token, Transformer_NonRecursive, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
 from ..errors import ParseError, PtxdslError, SourceLoc
 from . import ast
 
 GRAMMAR_FILE = "ptxdsl.lark"
+MAX_NESTING = 100        # brackets, braces and parentheses open at once
+MAX_DEPTH = 200          # levels of the syntax tree (an operator, a block, an else-if each add one)
+MAX_DIGITS = 4300        # an integer literal (Python's own limit for turning digits into an int)
+MAX_LITERAL_BITS = 14284 # the largest integer with at most MAX_DIGITS decimal digits
 
 # How an expected terminal is named in an error message.
 TERMINAL_WORDS = {
@@ -37,18 +41,31 @@ def grammar_text() -> str:
         return (Path(__file__).resolve().parents[2] / "grammar" / GRAMMAR_FILE).read_text(encoding="utf-8")
 
 
+class _TooDeep(Exception):
+    def __init__(self, line: int, col: int, what: str):
+        super().__init__(what)
+        self.line, self.col, self.what = line, col, what
+
+
 class _JoinBrackets:
-    """Post-lexer: newlines inside (...) and [...] continue the line."""
+    """Post-lexer: newlines inside (...) and [...] continue the line; brackets nest at most MAX_NESTING deep."""
 
     always_accept = ("_NL",)
 
     def process(self, stream):
-        depth = 0
+        depth = 0            # ( and [: newlines inside continue the line
+        nesting = 0          # ( [ and {
         for tok in stream:
-            if tok.type in ("LPAR", "LSQB"):
-                depth += 1
-            elif tok.type in ("RPAR", "RSQB"):
-                depth = max(0, depth - 1)
+            if tok.type in ("LPAR", "LSQB", "LBRACE"):
+                nesting += 1
+                if nesting > MAX_NESTING:
+                    raise _TooDeep(tok.line, tok.column, f"brackets, braces and parentheses nest more than "
+                                                         f"{MAX_NESTING} deep")
+                depth += tok.type != "LBRACE"
+            elif tok.type in ("RPAR", "RSQB", "RBRACE"):
+                nesting = max(0, nesting - 1)
+                if tok.type != "RBRACE":
+                    depth = max(0, depth - 1)
             elif tok.type == "_NL" and depth:
                 continue
             yield tok
@@ -62,20 +79,47 @@ def parser() -> lark.Lark:
 
 
 def parse(text: str, filename: str = "<string>") -> ast.Module:
-    """Parse .ptxd text into an ast.Module; raises ParseError on a syntax error."""
+    """Parse .ptxd text into an ast.Module; raises ParseError (with the file, line and column) on a syntax
+    error, on nesting deeper than MAX_NESTING brackets or MAX_DEPTH syntax levels, and on a number too long."""
+    if not isinstance(text, str):
+        raise ParseError(f"expected .ptxd text (a str), got {type(text).__name__}", SourceLoc(filename, 1, 1))
     try:
         tree = parser().parse(text)
     except UnexpectedInput as e:
         raise _syntax_error(e, text, filename) from None
+    except _TooDeep as e:
+        raise _located_error(f"{e.what}; split the expression or the block", text, filename, e.line, e.col) from None
+    _check_depth(tree, text, filename)
     try:
         items = _ToAst(filename).transform(tree)
     except VisitError as e:
         if isinstance(e.orig_exc, PtxdslError):
             raise e.orig_exc from None
-        raise
-    except RecursionError:
-        raise ParseError("the file nests expressions or blocks too deeply", SourceLoc(filename, 1, 1)) from None
+        meta = getattr(e.obj, "meta", e.obj)
+        raise ParseError(f"cannot read this: {e.orig_exc}", SourceLoc(filename, getattr(meta, "line", 1) or 1,
+                                                                       getattr(meta, "column", 1) or 1)) from None
     return ast.Module(items, filename)
+
+
+def _check_depth(tree, text: str, filename: str):
+    """ParseError at the first node deeper than MAX_DEPTH (the lowering and the emitter recurse on the tree)."""
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            meta = node.meta if isinstance(node, Tree) else node
+            raise _located_error(f"statements or expressions nest more than {MAX_DEPTH} levels deep; split them",
+                                 text, filename, getattr(meta, "line", 1), getattr(meta, "column", 1))
+        if isinstance(node, Tree):
+            stack.extend((c, depth + 1) for c in node.children if isinstance(c, Tree))
+
+
+def _located_error(message: str, text: str, filename: str, line, col) -> ParseError:
+    line = line if isinstance(line, int) and line > 0 else 1
+    col = col if isinstance(col, int) and col > 0 else 1
+    lines = text.splitlines() or [""]
+    src = lines[min(line, len(lines)) - 1].expandtabs(1)
+    return ParseError(f"{message}\n    {src}\n    {' ' * (col - 1)}^", SourceLoc(filename, line, col))
 
 
 # ------------------------------------------------------------------------------------ errors
@@ -132,17 +176,22 @@ def _end_position(text: str) -> tuple[int, int]:
 
 
 def number_value(text: str) -> int | float:
-    """The value of a NUMBER token: decimal, 0x hex, PTX 0f/0d hex floats, decimal floats."""
+    """The value of a NUMBER token: decimal, 0x hex, PTX 0f/0d hex floats, decimal floats. ValueError for an
+    integer of more than MAX_DIGITS digits (or MAX_LITERAL_BITS bits)."""
     low = text.lower()
-    if low.startswith("0x"):
-        return int(text, 16)
     if low.startswith("0f") and len(text) == 10:
         return struct.unpack("<f", struct.pack("<I", int(text[2:], 16)))[0]
     if low.startswith("0d") and len(text) == 18:
         return struct.unpack("<d", struct.pack("<Q", int(text[2:], 16)))[0]
-    if any(c in low for c in ".e"):
+    if not low.startswith("0x") and any(c in low for c in ".e"):
         return float(text)
-    return int(text)
+    digits = text[2:] if low.startswith("0x") else text
+    if len(digits.lstrip("0")) > MAX_DIGITS:
+        raise ValueError(f"the integer literal has {len(digits)} digits; at most {MAX_DIGITS} are allowed")
+    v = int(digits, 16) if low.startswith("0x") else int(digits)
+    if v.bit_length() > MAX_LITERAL_BITS:
+        raise ValueError(f"the integer literal is {v.bit_length()} bits long; at most {MAX_LITERAL_BITS} are allowed")
+    return v
 
 
 def _drop_tokens(children, *types):
@@ -150,7 +199,7 @@ def _drop_tokens(children, *types):
 
 
 @v_args(meta=True)
-class _ToAst(Transformer):
+class _ToAst(Transformer_NonRecursive):
     def __init__(self, filename: str):
         super().__init__()
         self.file = filename
@@ -261,7 +310,11 @@ class _ToAst(Transformer):
 
     # ---- expressions
     def number(self, meta, ch):
-        return ast.Num(number_value(str(ch[0])), str(ch[0]), self._loc(ch[0]))
+        try:
+            value = number_value(str(ch[0]))
+        except ValueError as e:
+            raise ParseError(str(e), self._loc(ch[0])) from None
+        return ast.Num(value, str(ch[0]), self._loc(ch[0]))
 
     def name(self, meta, ch):
         return ast.Name(str(ch[0]), self._loc(ch[0]))

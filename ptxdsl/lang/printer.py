@@ -1,7 +1,13 @@
-"""IR kernel -> .ptxd text: one statement per builder call, so parsing the text back makes the same
-builder calls in the same order and gives the same IR (registers, names, PTX).
+"""IR kernel -> .ptxd text: one statement per builder call, so parsing the text back makes the same builder
+calls in the same order and gives the same IR (registers, names, PTX).
 
-Registers print by their PTX names without the % (r7, rd2, p1, rs3); a parameter's register by the
+An op's spelling is derived from its declaration: its `ptxd` name, its form tokens, the tokens of the
+qualifiers whose value is not what the builder method would take without them (the type and inferred
+qualifiers always), then its operands in the order the .ptxd table binds them (positionally while they
+follow each other, then `name=value`), destinations on the left. Every spelling is read back through the
+table before it is printed, so what prints is what parses.
+
+Registers print by their PTX names without the % (r7, rd2, f3, p1, rs3); a parameter's register by the
 parameter's name. A register the builder allocated before it was first written (`k.reg`, `out=`) is
 declared with `reg` at the point where its number was taken.
 """
@@ -9,11 +15,10 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import fields, is_dataclass
 
-from ..errors import DSLError
+from ..emit import directive_lines
+from ..errors import DSLError, PtxdslError
 from ..ir import (
-    REG_PREFIX,
     Addr,
     If,
     Imm,
@@ -32,17 +37,18 @@ from ..ir import (
     TensorMapRef,
     WaitLoop,
 )
-from ..isa import bulk, cluster, control, core, fence, mbarrier, policy, tensormap
-from ..isa.core import AS_BITS, bits_type, wide_type
-from ..emit import directive_lines
+from ..isa import core, warp
+from ..isa.decl import TypeQual
+from ..isa.operands import Dsts, Vector
 from ..target import fmt_ptx, parse_ptx_version
 from ..tensormap import DTYPES, _c_strides
-from ..types import b16, b32, b64, pred, u32, u64
+from ..types import ALL_TYPES, REG_CLASSES, ScalarType
+from . import forms
 
 INDENT = "    "
-DEF_FIELDS = frozenset({"dst", "pred_dst", "lane_dst"})
-CLASS_TYPE = {1: pred, 16: b16, 32: b32, 64: b64}     # for numbers k.reg() took that nothing ever used
 SPEC_DEFAULTS = {"swizzle": "none", "interleave": "none", "l2_promotion": "none", "oob_fill": "zero"}
+PROLOGUE = {"scalar": (core.Ld,), "ptr": (core.Ld, core.Cvta), "tensormap": (core.Mov, core.Cvta)}
+FULL_MASK = 0xFFFFFFFF
 
 
 def to_ptxd(obj) -> str:
@@ -53,23 +59,75 @@ def to_ptxd(obj) -> str:
     return "\n".join(_Printer(k).text() for k in kernels)
 
 
-class Spelling:
-    """How one op prints: mnemonic, operand texts, and for ops with results the (type, space) of each
-    register the builder method would allocate, and whether the method takes out=."""
-
-    def __init__(self, mnemonic, operands=(), fresh=(), out=True):
-        self.mnemonic = mnemonic
-        self.operands = list(operands)
-        self.fresh = list(fresh)
-        self.out = out
+# ------------------------------------------------------------------------------ op spellings
 
 
-def _q(*parts) -> str:
-    return ".".join(str(p) for p in parts if p)
+def _ref(op, ref):
+    """A destination kind's type or space: a value, the name of one of the op's qualifiers, or a function of it."""
+    if callable(ref) and not isinstance(ref, ScalarType):
+        return ref(op)
+    if isinstance(ref, str) and ref in type(op).quals:
+        return getattr(op, ref)
+    return ref
 
 
-def _space(space, default="shared::cta"):
-    return space if space != default else None
+def _written(q, value, param) -> bool:
+    """Whether the .ptxd spelling writes qualifier q's value: the type and inferred qualifiers always; the
+    others when the builder method, given nothing, would not take the same value."""
+    if isinstance(q, TypeQual) or q.inferred:
+        return True
+    if param is not None and param.default is param.empty:
+        return True
+    default = q.default if param is None or param.default is None else q.normalize(param.default)
+    return not (default is value or (type(default) is type(value) and default == value))
+
+
+def mnemonic_words(op, method: str | None = None, full: bool = False, table: forms.Table | None = None) -> list:
+    """The .ptxd mnemonic of `op` as its words: the ptxd name, then the form tokens and the qualifier tokens in
+    the template's order (qualifiers the template does not name last); `full` writes every qualifier."""
+    cls = type(op)
+    params = (table or forms.table()).parameters(method or cls.method)
+    words = cls.ptxd.split(".")
+    form = set(cls.form)
+    visited = set()
+
+    def qual(name):
+        visited.add(name)
+        q = cls.quals[name]
+        tok = q.token(getattr(op, name, None))
+        if tok is None:
+            return
+        if tok in form:
+            form.discard(tok)
+            words.append(tok)
+        elif full or q.derived or _written(q, getattr(op, name, None), params.get(name)):
+            words.append(tok)
+
+    for kind, text in forms.template_parts(cls):
+        if kind == "qual" and text in cls.quals:
+            qual(text)
+        elif kind == "fixed" and text in form:
+            form.discard(text)
+            words.append(text)
+    for name in cls.quals:
+        if name not in visited:
+            qual(name)
+    return words + sorted(form)
+
+
+def number(v, imm: Imm | None = None) -> str:
+    if isinstance(v, float):
+        if math.isfinite(v):
+            return repr(v)
+        if imm is not None and imm.type.bits in (32, 64):
+            return str(imm)
+        raise DSLError(f"the constant {v!r} has no .ptxd spelling outside an f32/f64 operand")
+    if imm is not None and imm.type.kind == "b" and v >= 0x100:
+        return f"0x{int(v):X}"                  # bits (a member mask) read better in hex
+    return str(int(v))
+
+
+# ------------------------------------------------------------------------------------ printer
 
 
 class _Printer:
@@ -78,10 +136,11 @@ class _Printer:
         self.lines: list[str] = []
         self.depth = 1
         self.names: dict = {}           # Reg -> name, for every register the text has named
-        self.counter = {1: 0, 16: 0, 32: 0, 64: 0}
-        self.slots: dict = {}           # (bits, index) -> Reg, every register the IR mentions
+        self.counter = dict.fromkeys(REG_CLASSES, 0)
+        self.slots: dict = {}           # (class, index) -> Reg, every register the IR mentions
         self.symbols = {p.name for p in k.params} | {a.name for a in k.shared}
         self.allowed: frozenset = frozenset()     # verifier rules the enclosing allow blocks silence
+        self.table = forms.table()
         self._collect(k.body)
         for p in k.params:
             if p.value is not None:
@@ -90,62 +149,49 @@ class _Printer:
     # ---------------------------------------------------------------------------- registers
 
     def _slot(self, r: Reg):
-        self.slots.setdefault((r.type.reg_bits, r.index), r)
+        self.slots.setdefault((r.type.reg_class, r.index), r)
 
     def _collect(self, stmts):
         for s in stmts:
             if isinstance(s, Instr):
-                self._collect_value(s.op)
-                self._collect_value(s.guard)
+                for r in (*s.op.defs(), *s.op.uses(), *_regs((s.guard,))):
+                    self._slot(r)
             elif isinstance(s, LabelStmt):
                 self.symbols.add(s.label.name)
             elif isinstance(s, If):
-                self._collect_value(s.cond)
+                for r in _regs((s.cond,)):
+                    self._slot(r)
                 self._collect(s.then)
                 self._collect(s.orelse or [])
             elif isinstance(s, Loop):
-                self._collect_value((s.var, s.cond, s.start, s.stop))
+                for r in _regs((s.var, s.cond, s.start, s.stop)):
+                    self._slot(r)
                 self._collect(s.body)
             elif isinstance(s, WaitLoop):
-                self._collect_value((s.op, s.debug_regs))
-
-    def _collect_value(self, v):
-        if isinstance(v, Reg):
-            self._slot(v)
-        elif isinstance(v, PredNot):
-            self._slot(v.reg)
-        elif isinstance(v, Addr):
-            self._collect_value(v.base)
-        elif isinstance(v, TensorMapRef):
-            self._collect_value(v.addr)
-        elif isinstance(v, (tuple, list)):
-            for x in v:
-                self._collect_value(x)
-        elif is_dataclass(v) and not isinstance(v, (SharedAlloc, Param, Imm, SpecialReg, Label)):
-            for f in fields(v):
-                self._collect_value(getattr(v, f.name))
+                for r in (*s.op.defs(), *s.op.uses(), *s.debug_regs):
+                    self._slot(r)
 
     def reg_name(self, r: Reg) -> str:
-        name = REG_PREFIX[r.type.reg_bits][1:] + str(r.index)
+        name = r.type.reg_class + str(r.index)
         while name in self.symbols:
             name += "_"
         return name
 
-    def take(self, r: Reg, name: str | None = None):
+    def take(self, r: Reg):
         """The text names `r`; its number is the next one of its class."""
-        bits = r.type.reg_bits
-        if r.index != self.counter[bits] + 1:
+        cls = r.type.reg_class
+        if r.index != self.counter[cls] + 1:
             raise self.unprintable(f"register {r.name} is allocated out of order")
-        self.counter[bits] = r.index
-        self.names[r] = name or self.reg_name(r)
+        self.counter[cls] = r.index
+        self.names[r] = self.reg_name(r)
 
     def skip(self, r: Reg):
         """The builder allocates `r` without the text naming it (a loop's exit predicate, a wait's flag)."""
         self.fill_to(r)
-        bits = r.type.reg_bits
-        if r.index != self.counter[bits] + 1:
+        cls = r.type.reg_class
+        if r.index != self.counter[cls] + 1:
             raise self.unprintable(f"register {r.name} is allocated out of order")
-        self.counter[bits] = r.index
+        self.counter[cls] = r.index
 
     def declare(self, r: Reg):
         self.fill_to(r)
@@ -154,20 +200,24 @@ class _Printer:
 
     def fill_to(self, r: Reg):
         """Declare the numbers of r's class taken before r that nothing has named yet."""
-        bits = r.type.reg_bits
-        while self.counter[bits] + 1 < r.index:
-            idx = self.counter[bits] + 1
-            other = self.slots.get((bits, idx)) or Reg(CLASS_TYPE[bits], idx)
+        cls = r.type.reg_class
+        while self.counter[cls] + 1 < r.index:
+            idx = self.counter[cls] + 1
+            other = self.slots.get((cls, idx)) or Reg(REG_CLASSES[cls], idx)
             self.take(other)
             self.line(f"reg {other.type.name} {self.names[other]}")
 
     def known(self, r: Reg):
         if r in self.names:
             return
-        if r.index <= self.counter[r.type.reg_bits]:
+        if r.index <= self.counter[r.type.reg_class]:
             raise self.unprintable(f"register {r.name} is read, but the text has no name for it (it is allocated "
                                    f"implicitly by an earlier statement)")
         self.declare(r)
+
+    def reads(self, regs):
+        for r in sorted(set(regs), key=lambda r: (list(REG_CLASSES).index(r.type.reg_class), r.index)):
+            self.known(r)
 
     def unprintable(self, why: str) -> DSLError:
         return DSLError(f"kernel {self.k.name!r} cannot be printed as .ptxd: {why}", self.k.loc)
@@ -190,21 +240,80 @@ class _Printer:
         if isinstance(x, Sink):
             return "_"
         if isinstance(x, Addr):
-            return self.addr(x)
+            if isinstance(x.base, Param) and x.base.kind != "tensormap":
+                raise self.unprintable(f"the address [{x.base.name}] is the symbol of {x.base.kind} parameter "
+                                       f"{x.base.name!r}; in .ptxd its name is the value loaded from it")
+            base = self.v(x.base)
+            return f"[{base}]" if not x.offset else f"[{base}{'+' if x.offset > 0 else '-'}{abs(x.offset)}]"
         if isinstance(x, TensorMapRef):
             return x.param.name if x.param is not None else self.names[x.addr]
         if isinstance(x, tuple):
             return "{" + ", ".join(self.v(i) for i in x) + "}"
         raise self.unprintable(f"no .ptxd spelling for the operand {x!r}")
 
-    def addr(self, a: Addr) -> str:
-        base = self.v(a.base)
-        if not a.offset:
-            return f"[{base}]"
-        return f"[{base}{'+' if a.offset > 0 else '-'}{abs(a.offset)}]"
+    def operands(self, op, row: forms.Row) -> list:
+        """The operand texts in the order the row binds them: positional while the slots follow each other,
+        then name=value."""
+        cls = type(op)
+        slots = {s.name: s for s in cls.operands}
+        out, gap = [], False
+        names = list(row.positional) + [n for n, s in slots.items() if n not in row.positional and not
+                                        (s.kind.out or s.kind.fixed or s.inline)]
+        for name in names:
+            s = slots.get(name)
+            value = getattr(op, name, None) if s is not None else None
+            if value is None:
+                gap = True
+                continue
+            if name in row.tensors and isinstance(value, TensorMapRef):
+                text = f"[{self.v(value)}, {self.v(tuple(getattr(op, row.tensors[name])))}]"
+            elif isinstance(s.kind, Vector) and isinstance(value, tuple) and len(value) == 1:
+                text = self.v(value[0])
+            elif isinstance(value, Imm) and value.type.name == "b16" and \
+                    getattr(_ref(op, getattr(s.kind, "type", None)), "name", None) in ("f16", "bf16"):
+                text = self.half(value, _ref(op, s.kind.type).name)
+            else:
+                text = self.v(value)
+            gap = gap or name not in row.positional
+            out.append(f"{name}={text}" if gap else text)
+        return out
 
-    def tensor(self, tmap, coords) -> str:
-        return f"[{self.v(tmap)}, {self.v(tuple(coords))}]"
+    def half(self, imm: Imm, name: str) -> str:
+        """An f16/bf16 immediate the op holds as its 16 bits (mov.b16), as the number that has those bits."""
+        import numpy as np
+
+        bits = np.array(int(imm.value), dtype=np.uint16)
+        if name == "f16":
+            value = float(bits.view(np.float16))
+        else:
+            import ml_dtypes
+
+            value = float(bits.view(ml_dtypes.bfloat16))
+        if core.half_bits(value, name) != int(imm.value):
+            raise self.unprintable(f"the .{name} bits {imm} (a NaN payload) have no .ptxd spelling")
+        return number(value, Imm(value, ALL_TYPES["f32"]))
+
+    def spell(self, op) -> tuple[str, forms.Row]:
+        """The .ptxd mnemonic of op and the row it reads back as, which must build op's class with op's
+        qualifiers. When the short spelling reads back as something else (a token at a default left out, so
+        that the next one lands on it: createpolicy's primary and secondary), every qualifier is written."""
+        cls = type(op)
+        for full in (False, True):
+            mnemonic = ".".join(mnemonic_words(op, full=full, table=self.table))
+            try:
+                row, quals, _ = self.table.resolve(mnemonic)
+            except PtxdslError as e:
+                problem = f"{mnemonic} does not read back ({e.message})"
+                continue
+            params = self.table.parameters(row.method)
+            missing = [n for n in quals if n not in params]
+            if missing:                 # a qualifier the op was built with (k.op) that its builder method lacks
+                raise self.unprintable(f"{mnemonic}: the builder method {row.method} takes no {missing[0]}=")
+            if cls in row.ops and all(cls.quals[n].normalize(v) == getattr(op, n, None)
+                                      for n, v in quals.items() if n in cls.quals):
+                return mnemonic, row
+            problem = f"{mnemonic} reads back as another {cls.mnemonic}"
+        raise self.unprintable(problem)
 
     # ------------------------------------------------------------------------------- output
 
@@ -220,11 +329,10 @@ class _Printer:
         for a in k.shared:
             self.line(shared_text(a))
         self.block(k.body[start:])
-        for bits in (1, 16, 32, 64):
-            top = k.reg_counts[bits]
-            if self.counter[bits] < top:
-                r = self.slots.get((bits, top)) or Reg(CLASS_TYPE[bits], top)
-                self.declare(r)
+        for cls, t in REG_CLASSES.items():
+            top = k.reg_counts.get(cls, 0)
+            if self.counter[cls] < top:
+                self.declare(self.slots.get((cls, top)) or Reg(t, top))
         return "\n".join(out + ["{"] + self.lines + ["}"]) + "\n"
 
     def directive_lines(self):
@@ -251,9 +359,9 @@ class _Printer:
         """Match the loads the builder made for each parameter; returns where the kernel's own body starts."""
         body, pos = self.k.body, 0
         for p in self.k.params:
-            want = {"scalar": (core.Ld,), "ptr": (core.Ld, core.Cvta), "tensormap": (core.Mov, core.Cvta)}[p.kind]
+            want = PROLOGUE[p.kind]
             got = body[pos:pos + len(want)]
-            if len(got) != len(want) or not all(isinstance(s, Instr) and isinstance(s.op, t) and s.guard is None
+            if len(got) != len(want) or not all(isinstance(s, Instr) and type(s.op) is t and s.guard is None
                                                 for s, t in zip(got, want)):
                 raise self.unprintable(f"parameter {p.name!r} is declared after the body starts")
             for s in got:
@@ -269,9 +377,9 @@ class _Printer:
         items, i = [], 0
         while i < len(stmts):
             s, nxt = stmts[i], stmts[i + 1] if i + 1 < len(stmts) else None
-            if (isinstance(s, Instr) and isinstance(s.op, cluster.ElectSync) and s.guard is None
-                    and isinstance(s.op.lane_dst, Sink) and isinstance(nxt, If) and nxt.kind == "elect"
-                    and nxt.cond is s.op.pred_dst):
+            if (isinstance(s, Instr) and type(s.op) is warp.ElectSync and s.guard is None
+                    and isinstance(s.op.lane, Sink) and isinstance(nxt, If) and nxt.kind == "elect"
+                    and nxt.cond is s.op.pred):
                 items.append((s.allow, (s, nxt)))
                 i += 2
                 continue
@@ -323,113 +431,150 @@ class _Printer:
         self.line("}")
 
     def if_(self, s: If):
-        self.reads(s.cond)
-        self.nested(f"if {self.v(s.cond)}", s.then, s.orelse)
+        """`if c { } else if d { } else { }`: an else block that is one if (whose condition the text can
+        already name) prints as `else if`, as it parses; the chain is walked, not recursed."""
+        self.reads(_regs((s.cond,)))
+        self.line(f"if {self.v(s.cond)} {{")
+        while True:
+            self.depth += 1
+            self.block(s.then)
+            self.depth -= 1
+            orelse = s.orelse
+            if orelse is None:
+                break
+            nxt = orelse[0] if len(orelse) == 1 else None
+            if isinstance(nxt, If) and nxt.kind == "if" and all(r in self.names for r in _regs((nxt.cond,))):
+                self.line(f"}} else if {self.v(nxt.cond)} {{")
+                s = nxt
+                continue
+            self.line("} else {")
+            self.depth += 1
+            self.block(orelse)
+            self.depth -= 1
+            break
+        self.line("}")
 
     def elect(self, s: Instr, node: If):
-        self.reads(s.op.mask)
         mask = s.op.mask
-        head = "elect_one" if isinstance(mask, Imm) and mask.value == 0xFFFFFFFF else f"elect_one {self.v(mask)}"
-        self.skip(s.op.pred_dst)
+        self.reads(_regs((mask,)))
+        head = "elect_one" if isinstance(mask, Imm) and mask.value == FULL_MASK else f"elect_one {self.v(mask)}"
+        self.skip(s.op.pred)
         self.nested(head, node.then, node.orelse)
 
     def loop(self, s: Loop):
-        self.reads((s.start, s.stop))
+        self.reads(_regs((s.start, s.stop)))
         bounds = f"{self.v(s.start)}..{self.v(s.stop)}"
         self.fill_to(s.var)
         self.take(s.var)
         self.skip(s.cond)
-        t = "" if s.var.type is u32 else f"{s.var.type.name} "
+        t = "" if s.var.type.name == "u32" else f"{s.var.type.name} "
         step = "" if s.step == 1 else f" step {s.step}"
         self.nested(f"for {t}{self.names[s.var]} in {bounds}{step}", s.body)
 
     def wait(self, s: WaitLoop):
         op = s.op
-        self.reads(_reads(op))
-        quals = _q("wait", op.sem, op.scope, _space(op.space), op.kind if op.kind != "try_wait" else None)
-        on = f"parity {self.v(op.parity)}" if op.parity is not None else f"state {self.v(op.state)}"
-        hint = f" hint {self.v(op.hint)}" if op.hint is not None else ""
-        for r in (op.dst, *s.debug_regs):
+        self.reads(op.uses())
+        words = ["wait"] + mnemonic_words(op, "mbarrier_wait", table=self.table)[len(type(op).ptxd.split(".")):]
+        kind = type(op).mnemonic.split(".")[1]
+        if kind != "try_wait":
+            words.append(kind)
+        mnemonic, _ = self.spell_wait(op, ".".join(words))
+        on = f"parity {self.v(op.parity)}" if getattr(op, "parity", None) is not None else f"state {self.v(op.state)}"
+        hint = f" hint {self.v(op.hint)}" if getattr(op, "hint", None) is not None else ""
+        for r in (*op.defs(), *s.debug_regs):
             self.skip(r)
-        self.line(f"{quals} {self.addr(op.addr)} {on}{hint}")
+        self.line(f"{mnemonic} {self.v(op.bar)} {on}{hint}")
 
-    def reads(self, v):
-        regs = []
-        _regs_in(v, regs)
-        for r in sorted(regs, key=lambda r: (r.type.reg_bits, r.index)):
-            self.known(r)
+    def spell_wait(self, op, mnemonic: str):
+        row = self.table.wait_row()
+        try:
+            quals, _ = row.route(mnemonic, mnemonic.split(".")[1:])
+        except PtxdslError as e:
+            raise self.unprintable(f"{mnemonic} does not read back ({e.message})") from None
+        kind = quals.pop("kind", "try_wait")
+        cls = type(op)
+        if kind != cls.mnemonic.split(".")[1] or \
+                any(cls.quals[n].normalize(v) != getattr(op, n) for n, v in quals.items()):
+            raise self.unprintable(f"{mnemonic} reads back as another wait")
+        return mnemonic, row
 
     def instr(self, s: Instr):
         op = s.op
-        spell = SPELL.get(type(op))
-        if spell is None:
-            raise self.unprintable(f"no .ptxd spelling for {type(op).__name__}; add one in ptxdsl/lang/printer.py")
-        self.reads(_reads(op))
+        mnemonic, row = self.spell(op)
+        self.reads(op.uses())
         if s.guard is not None:
-            self.reads(s.guard)
-        dsts = list(op.defs())
-        if dsts:
-            self.results(op, dsts, spell(self, op))
-        sp = spell(self, op)
-        text = sp.mnemonic + (" " + ", ".join(sp.operands) if sp.operands else "")
-        if dsts:
-            text = ", ".join(self.names[r] for r in dsts) + " = " + text
+            self.reads(_regs((s.guard,)))
+        named = self.results(op, row)
+        ops = self.operands(op, row)
+        text = mnemonic + (" " + ", ".join(ops) if ops else "")
+        if named:
+            text = ", ".join(self.names[r] for r in named) + " = " + text
         guard = "" if s.guard is None else f"@{self.v(s.guard)} "
         self.line(guard + text)
 
-    def results(self, op, dsts, sp: Spelling):
-        first = dsts[0]
-        if first not in self.names:
-            self.fill_to(first)
+    def results(self, op, row: forms.Row) -> list:
+        """The registers the statement names on the left, numbered as the builder numbers them: new names
+        when the builder would allocate exactly these registers, else names declared with `reg`."""
+        values = [(n, getattr(op, n, None)) for n in row.dests]
+        named = []
+        for n, v in values:
+            if v is None or isinstance(v, Sink):
+                break
+            named.append((n, v))
+        if any(isinstance(v, (Reg, tuple)) and not isinstance(v, Sink) for _, v in values[len(named):]):
+            raise self.unprintable(f"{type(op).mnemonic} writes a destination after a sink; no statement names it")
+        if not named:
+            return []
+        regs = [r for _, v in named for r in (v if isinstance(v, tuple) else (v,))]
+        slots = {s.name: s for s in type(op).operands}
+        expected = {}                            # register -> the (type, space) the builder would allocate it with
+        for name, v in named:
+            kind = slots[name].kind
+            t = _ref(op, kind.type)
+            space = None if isinstance(kind, Dsts) else _ref(op, getattr(kind, "space", None))
+            for r in (v if isinstance(v, tuple) else (v,)):
+                expected[r] = (t, space)
+        order = [r for s in type(op).operands if s.kind.out for r in _regs((getattr(op, s.name, None),))
+                 if r in expected]                # the builder allocates destinations in slot order
+        firsts = {}
+        for r in order:
+            firsts.setdefault(r.type.reg_class, r)
+        for r in firsts.values():
+            if r not in self.names:
+                self.fill_to(r)             # numbers taken before this statement that nothing named
         counter = dict(self.counter)
-        fresh = len(sp.fresh) == len(dsts)
-        for r, (t, space) in zip(dsts, sp.fresh):
-            bits = r.type.reg_bits
-            fresh = fresh and r not in self.names and r.index == counter[bits] + 1 and r.type is t and \
-                r.space == space
-            counter[bits] = r.index
+        fresh = True
+        for r in order:
+            cls = r.type.reg_class
+            t, space = expected[r]
+            fresh = fresh and r not in self.names and r.index == counter[cls] + 1 and r.type == t and r.space == space
+            counter[cls] = r.index
         if fresh:
-            for r in dsts:
+            for r in order:
                 self.take(r)
-            return
-        if not sp.out:
-            raise self.unprintable(f"{sp.mnemonic} writes registers its builder method always allocates new")
-        for r in dsts:
+            return regs
+        params = self.table.parameters(row.method)
+        if any(row.key(n) not in params for n, _ in named):
+            raise self.unprintable(f"{type(op).mnemonic} writes registers its builder method always allocates new")
+        for r in regs:
             self.known(r)
+        return regs
 
 
-def _reads(op) -> list:
-    """Registers an op reads (every field but its destinations)."""
+def _regs(values) -> list:
     out = []
-    for f in fields(op):
-        if f.name not in DEF_FIELDS:
-            _regs_in(getattr(op, f.name), out)
-    return out
-
-
-def _regs_in(v, out):
-    if isinstance(v, Reg):
-        out.append(v)
-    elif isinstance(v, PredNot):
-        out.append(v.reg)
-    elif isinstance(v, Addr):
-        _regs_in(v.base, out)
-    elif isinstance(v, TensorMapRef):
-        if v.param is None:
+    for v in values:
+        if isinstance(v, Reg):
+            out.append(v)
+        elif isinstance(v, PredNot):
+            out.append(v.reg)
+        elif isinstance(v, Addr):
+            out.extend(_regs((v.base,)))
+        elif isinstance(v, TensorMapRef):
             out.append(v.addr)
-    elif isinstance(v, (tuple, list)):
-        for x in v:
-            _regs_in(x, out)
-
-
-def number(v, imm: Imm | None = None) -> str:
-    if isinstance(v, float):
-        if math.isfinite(v):
-            return repr(v)
-        if imm is not None and imm.type.bits in (32, 64):
-            return str(imm)
-        raise DSLError(f"the constant {v!r} has no .ptxd spelling outside an f32/f64 operand")
-    return str(int(v))
+        elif isinstance(v, (tuple, list)):
+            out.extend(_regs(v))
+    return out
 
 
 def shared_text(a: SharedAlloc) -> str:
@@ -467,249 +612,3 @@ def spec_text(s) -> str:
     if s.global_address:
         parts.append(f"address {s.global_address:#x}")
     return " ".join(parts)
-
-
-# ------------------------------------------------------------------------------ op spellings
-
-
-def _mov(p, op):
-    return Spelling(f"mov.{op.type.name}", [p.v(op.src)],
-                    [(op.type, "shared::cta" if isinstance(op.src, SharedAlloc) else None)])
-
-
-def _binary(p, op):
-    t = op.type
-    d = op.dst
-    if op.op in AS_BITS and d.type.kind in "us" and bits_type(d.type) is t:
-        t = d.type
-    space = op.a.space if op.op in ("add", "sub") and isinstance(op.a, Reg) else None
-    return Spelling(_q(op.op, op.mode, t.name), [p.v(op.a), p.v(op.b)],
-                    [(wide_type(t) if op.mode == "wide" else t, space)])
-
-
-def _unary(p, op):
-    t = op.type
-    if op.op == "not" and op.dst.type.kind in "us" and bits_type(op.dst.type) is t:
-        t = op.dst.type
-    return Spelling(f"{op.op}.{t.name}", [p.v(op.a)], [(t, None)])
-
-
-def _mad(p, op):
-    name = "fma" if op.type.kind == "f" else "mad"
-    t = op.type
-    return Spelling(_q(name, op.mode, t.name), [p.v(op.a), p.v(op.b), p.v(op.c)],
-                    [(wide_type(t) if op.mode == "wide" else t, None)])
-
-
-def _setp(p, op):
-    return Spelling(f"setp.{op.cmp}.{op.type.name}", [p.v(op.a), p.v(op.b)], [(pred, None)])
-
-
-def _selp(p, op):
-    return Spelling(f"selp.{op.type.name}", [p.v(op.a), p.v(op.b), p.v(op.cond)], [(op.type, None)])
-
-
-def _cvt(p, op):
-    return Spelling(_q("cvt", op.rnd, "sat" if op.sat else "", op.dtype.name, op.stype.name), [p.v(op.src)],
-                    [(op.dtype, None)])
-
-
-def _cvta(p, op):
-    return Spelling(_q("cvta", "to" if op.to else "", op.space), [p.v(op.src)],
-                    [(u64, op.space if op.to else None)])
-
-
-def _ld(p, op):
-    vec = f"v{len(op.dst)}" if len(op.dst) > 1 else ""
-    return Spelling(_q("ld", op.space, vec, op.type.name), [p.v(op.addr)], [(op.type, None)] * len(op.dst))
-
-
-def _st(p, op):
-    vec = f"v{len(op.src)}" if len(op.src) > 1 else ""
-    src = op.src[0] if len(op.src) == 1 else op.src
-    return Spelling(_q("st", op.space, vec, op.type.name), [p.v(op.addr), p.v(src)])
-
-
-def _atom(p, op):
-    return Spelling(f"atom.{op.space}.add.{op.type.name}", [p.v(op.addr), p.v(op.src)], [(op.type, None)])
-
-
-def _bar_sync(p, op):
-    return Spelling("bar.sync", [str(op.barrier)] + ([str(op.count)] if op.count is not None else []))
-
-
-def _plain(name):
-    return lambda p, op: Spelling(name)
-
-
-def _arrive(p, op):
-    kind = "expect_tx" if op.tx is not None else ("noComplete" if op.no_complete else "")
-    tail = [p.v(op.count)] if op.count is not None else []
-    tail += [p.v(op.tx)] if op.tx is not None else []
-    if op.no_complete and isinstance(op.dst, Sink):
-        tail.append("state=0")
-    fresh = [(u64, None)] if isinstance(op.dst, Reg) else []
-    return Spelling(_q(op.base, kind, op.sem, op.scope, _space(op.space)), [p.v(op.addr), *tail], fresh, out=False)
-
-
-def _expect_tx(p, op):
-    return Spelling(_q(op.mnemonic, op.sem, op.scope, _space(op.space)), [p.v(op.addr), p.v(op.tx)])
-
-
-def _try_wait(p, op):
-    on = op.parity if op.parity is not None else op.state
-    tail = [p.v(op.hint)] if op.hint is not None else []
-    return Spelling(_q(op.mnemonic, op.sem, op.scope, _space(op.space)), [p.v(op.addr), p.v(on), *tail],
-                    [(pred, None)])
-
-
-def _fence_tensormap(p, op):
-    return Spelling(_q(op.mnemonic, op.sem, op.scope), [p.v(op.addr)] if op.addr is not None else [])
-
-
-def _sync_restrict(p, op):
-    space = "shared::cta" if op.sem == "release" else "shared::cluster"
-    return Spelling(_q("fence", "proxy.async::generic" if op.proxy_async else "", op.sem,
-                       f"sync_restrict::{space}", "cluster"))
-
-
-def _load(p, op):
-    kw = []
-    if op.im2col:
-        kw.append(f"im2col={p.v(op.im2col)}")
-    if op.multicast is not None:
-        kw.append(f"multicast={p.v(op.multicast)}")
-    if op.cache_hint is not None:
-        kw.append(f"cache_hint={p.v(op.cache_hint)}")
-    mnem = _q("cp.async.bulk.tensor", _space(op.dst_space, "shared::cluster"), _space(op.mode, "tile"),
-              f"cta_group::{op.cta_group}" if op.cta_group else "")
-    return Spelling(mnem, [p.v(op.dst), p.tensor(op.tmap, op.coords), p.v(op.mbar), *kw])
-
-
-def _hint(p, op):
-    return [f"cache_hint={p.v(op.cache_hint)}"] if op.cache_hint is not None else []
-
-
-def _store(p, op):
-    return Spelling(_q("cp.async.bulk.tensor", _space(op.mode, "tile")),
-                    [p.tensor(op.tmap, op.coords), p.v(op.src), *_hint(p, op)])
-
-
-def _reduce(p, op):
-    return Spelling(_q("cp.reduce.async.bulk.tensor", op.op, _space(op.mode, "tile")),
-                    [p.tensor(op.tmap, op.coords), p.v(op.src), *_hint(p, op)])
-
-
-def _prefetch(p, op):
-    kw = [f"im2col={p.v(op.im2col)}"] if op.im2col else []
-    return Spelling(_q("cp.async.bulk.prefetch.tensor", _space(op.mode, "tile")),
-                    [p.tensor(op.tmap, op.coords), *kw, *_hint(p, op)])
-
-
-def _bulk(p, op):
-    kw = [f"{name}={p.v(getattr(op, name))}" for name in ("multicast", "cache_hint", "byte_mask")
-          if getattr(op, name) is not None]
-    mbar = [p.v(op.mbar)] if op.mbar is not None else []
-    return Spelling(_q("cp.async.bulk", op.dst_space, op.src_space), [p.v(op.dst), p.v(op.src), p.v(op.size), *mbar,
-                                                                      *kw])
-
-
-def _reduce_bulk(p, op):
-    mbar = [p.v(op.mbar)] if op.mbar is not None else []
-    return Spelling(_q("cp.reduce.async.bulk", op.dst_space, op.op, "noftz" if op.noftz else "", op.type.name),
-                    [p.v(op.dst), p.v(op.src), p.v(op.size), *mbar, *_hint(p, op)])
-
-
-def _prefetch_bulk(p, op):
-    return Spelling("cp.async.bulk.prefetch", [p.v(op.src), p.v(op.size), *_hint(p, op)])
-
-
-def _st_async(p, op):
-    vec = f"v{len(op.src)}" if isinstance(op.src, tuple) and len(op.src) > 1 else ""
-    src = op.src[0] if isinstance(op.src, tuple) and len(op.src) == 1 else op.src
-    return Spelling(_q("st.async", vec, op.type.name), [p.v(op.addr), p.v(src), p.v(op.mbar)])
-
-
-def _mapa(p, op):
-    t = u64 if op.dst.type.bits == 64 else u32
-    return Spelling(_q("mapa", op.space), [p.v(op.addr), p.v(op.rank)], [(t, op.space or None)])
-
-
-def _policy(p, op):
-    name = type(op).__name__
-    if name == "CreatepolicyFractional":
-        frac = [p.v(op.fraction)] if op.fraction is not None else []
-        return Spelling(_q(op.mnemonic, op.primary, op.secondary), frac, [(b64, None)])
-    if name == "CreatepolicyRange":
-        return Spelling(_q(op.mnemonic, op.space, op.primary, op.secondary),
-                        [p.v(op.addr), p.v(op.primary_size), p.v(op.total_size)], [(b64, None)])
-    return Spelling("createpolicy.cvt", [p.v(op.src)], [(b64, None)])
-
-
-def _replace(p, op):
-    ord_ = [str(op.ord)] if op.ord is not None else []
-    return Spelling(_q("tensormap.replace", op.mode, op.field, op.space), [p.v(op.addr), *ord_, p.v(op.new_val)])
-
-
-def _elect(p, op):
-    fresh = [(pred, None)] + ([(u32, None)] if isinstance(op.lane_dst, Reg) else [])
-    return Spelling("elect.sync", [p.v(op.mask)], fresh, out=False)
-
-
-SPELL = {
-    core.Mov: _mov,
-    core.Binary: _binary,
-    core.Unary: _unary,
-    core.Mad: _mad,
-    core.Setp: _setp,
-    core.Selp: _selp,
-    core.Cvt: _cvt,
-    core.Cvta: _cvta,
-    core.Ld: _ld,
-    core.St: _st,
-    core.AtomAdd: _atom,
-    core.BarSync: _bar_sync,
-    core.Bra: lambda p, op: Spelling("bra.uni" if op.uni else "bra", [op.target.name]),
-    core.Ret: _plain("ret"),
-    core.Exit: _plain("exit"),
-    core.Trap: _plain("trap"),
-    core.Membar: lambda p, op: Spelling(f"membar.{op.level}"),
-    mbarrier.MbarrierInit: lambda p, op: Spelling(_q("mbarrier.init", _space(op.space)),
-                                                  [p.v(op.addr), p.v(op.count)]),
-    mbarrier.MbarrierInval: lambda p, op: Spelling(_q("mbarrier.inval", _space(op.space)), [p.v(op.addr)]),
-    mbarrier.MbarrierArrive: _arrive,
-    mbarrier.MbarrierExpectTx: _expect_tx,
-    mbarrier.MbarrierWait: _try_wait,
-    mbarrier.MbarrierPendingCount: lambda p, op: Spelling("mbarrier.pending_count", [p.v(op.state)], [(u32, None)]),
-    fence.FenceProxyAsync: lambda p, op: Spelling(_q("fence.proxy.async", op.space)),
-    fence.FenceMbarrierInit: _plain("fence.mbarrier_init"),
-    fence.FenceProxyTensormap: _fence_tensormap,
-    fence.Fence: lambda p, op: Spelling(_q("fence", op.sem, op.scope)),
-    fence.FenceSyncRestrict: _sync_restrict,
-    bulk.CpAsyncBulkTensorLoad: _load,
-    bulk.CpAsyncBulkTensorStore: _store,
-    bulk.CpReduceAsyncBulkTensor: _reduce,
-    bulk.CpAsyncBulkPrefetchTensor: _prefetch,
-    bulk.CpAsyncBulkCommitGroup: _plain("cp.async.bulk.commit_group"),
-    bulk.CpAsyncBulkWaitGroup: lambda p, op: Spelling(op.mnemonic, [str(op.n)]),
-    cluster.ElectSync: _elect,
-    cluster.BarrierCluster: lambda p, op: Spelling(_q("barrier.cluster", op.kind, op.sem,
-                                                      "aligned" if op.aligned else "")),
-    cluster.Mapa: _mapa,
-    cluster.Getctarank: lambda p, op: Spelling(_q("getctarank", op.space), [p.v(op.addr)], [(u32, None)]),
-    cluster.StAsync: _st_async,
-    cluster.RedAsync: lambda p, op: Spelling(_q("red.async", op.op, op.type.name),
-                                             [p.v(op.addr), p.v(op.src), p.v(op.mbar)]),
-    bulk.CpAsyncBulk: _bulk,
-    bulk.CpReduceAsyncBulk: _reduce_bulk,
-    bulk.CpAsyncBulkPrefetch: _prefetch_bulk,
-    control.Griddepcontrol: lambda p, op: Spelling(f"griddepcontrol.{op.action}"),
-    control.Setmaxnreg: lambda p, op: Spelling(f"setmaxnreg.{op.action}", [str(op.n)]),
-    policy.CreatepolicyFractional: _policy,
-    policy.CreatepolicyRange: _policy,
-    policy.CreatepolicyCvt: _policy,
-    tensormap.TensormapReplace: _replace,
-    tensormap.TensormapCpFenceproxy: lambda p, op: Spelling(_q("tensormap.cp_fenceproxy", op.scope),
-                                                            [p.v(op.dst), p.v(op.src)]),
-    tensormap.PrefetchTensormap: lambda p, op: Spelling(_q("prefetch", op.space, "tensormap"), [p.v(op.addr)]),
-}
