@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ptxdsl.assemble import Assembled, Resources, assemble, nvjitlink_version, parse_resources
+from ptxdsl.assembler import Assembled, Resources, assemble, nvjitlink_version, parse_resources
 from ptxdsl.errors import AssembleError, DSLError, SourceLoc
 
 EXAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "ptx-examples"

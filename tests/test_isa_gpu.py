@@ -4,7 +4,7 @@ Each case builds its kernel here, runs it in a child process (a kernel that trap
 take the suite's CUDA context with it; every kernel is built with debug=True, so a wait that never
 completes traps and names its line), and the parent compares the bytes that came back with
 ptxdsl.reference / numpy. `test_gpu_kernels_assemble` builds and assembles every kernel without a
-GPU, in CI. VERIFIES maps the registry forms whose level is 'gpu' to the tests that run them.
+GPU, in CI. VERIFIES maps the ops declared level 'gpu' to the tests that run them.
 
     python -m pytest tests/test_isa_gpu.py -q        # on the H200
 """
@@ -31,39 +31,39 @@ THREADS = 128
 FILL = 0xA5                     # what shared memory holds before a load: padding must keep it
 CHILD_TIMEOUT_S = 120
 
-# registry key -> the tests that run the form on the GPU (test_isa_forms checks the registry against it).
+# op class -> the tests that run it on the GPU (test_isa_forms checks every op declared level 'gpu' is here).
 VERIFIES = {
-    "mbarrier.init": "every load", "mbarrier.arrive.expect_tx": "every load",
-    "mbarrier.try_wait.parity": "every load (k.mbarrier_wait)", "fence.mbarrier_init": "every load",
-    "cp.async.bulk.shared::cta.global": "test_bulk_copies_round_trip",
-    "cp.async.bulk.shared::cluster.global": "test_multicast_load",
-    "cp.async.bulk.shared::cluster.shared::cta": "test_bulk_copies_round_trip",
-    "cp.async.bulk.global.shared::cta": "test_bulk_copies_round_trip",
-    "cp.reduce.async.bulk.global.shared::cta": "test_bulk_reduce",
-    "cp.async.bulk.prefetch.L2.global": "test_prefetch_then_load",
-    "cp.async.bulk.commit_group": "test_bulk_copies_round_trip, test_tensor_reduce, test_tensor_store",
-    "cp.async.bulk.wait_group": "test_bulk_copies_round_trip, test_tensor_reduce, test_tensor_store",
-    "cp.async.bulk.tensor.shared::cluster.global": "test_five_d_tile_load, test_multicast_load, test_im2col_load",
-    "cp.async.bulk.tensor.shared::cta.global": "test_five_d_tile_load",
-    "cp.async.bulk.tensor.global.shared::cta": "test_tensor_store",
-    "cp.reduce.async.bulk.tensor": "test_tensor_reduce",
-    "cp.async.bulk.prefetch.tensor": "test_prefetch_then_load",
-    "createpolicy.fractional": "test_prefetch_then_load, test_bulk_copies_round_trip",
-    "fence.proxy.async": "every load (after the shared-memory fill)",
-    "fence.proxy.tensormap::generic.acquire": "test_tensormap_replace_in_kernel",
-    "tensormap.replace.tile.global_address": "test_tensormap_replace_in_kernel",
-    "tensormap.replace.tile.global_dim": "test_tensormap_replace_in_kernel",
-    "tensormap.replace.tile.global_stride": "test_tensormap_replace_in_kernel",
-    "tensormap.cp_fenceproxy": "test_tensormap_replace_in_kernel",
-    "prefetch.tensormap": "test_prefetch_then_load",
-    "barrier.cluster.arrive": "test_multicast_load, test_cluster_remote_stores",
-    "barrier.cluster.wait": "test_multicast_load, test_cluster_remote_stores",
-    "mapa": "test_cluster_remote_stores", "elect.sync": "test_multicast_load (k.elect_one)",
-    "cluster special registers": "test_multicast_load, test_cluster_remote_stores",
-    "st.async": "test_cluster_remote_stores", "red.async": "test_cluster_remote_stores",
+    "MbarrierInit": "every load", "MbarrierArriveExpectTx": "every load",
+    "MbarrierTryWaitParity": "every load (k.mbarrier_wait)", "FenceMbarrierInit": "every load",
+    "CpAsyncBulkSharedGlobal": "test_bulk_copies_round_trip",
+    "CpAsyncBulkClusterGlobal": "test_multicast_load",
+    "CpAsyncBulkClusterShared": "test_bulk_copies_round_trip",
+    "CpAsyncBulkGlobalShared": "test_bulk_copies_round_trip",
+    "CpReduceAsyncBulkGlobal": "test_bulk_reduce",
+    "CpAsyncBulkPrefetch": "test_prefetch_then_load",
+    "CpAsyncBulkCommitGroup": "test_bulk_copies_round_trip, test_tensor_reduce, test_tensor_store",
+    "CpAsyncBulkWaitGroup": "test_bulk_copies_round_trip, test_tensor_reduce, test_tensor_store",
+    "CpAsyncBulkTensorLoad": "test_five_d_tile_load, test_multicast_load, test_im2col_load",
+    "CpAsyncBulkTensorStore": "test_tensor_store",
+    "CpReduceAsyncBulkTensor": "test_tensor_reduce",
+    "CpAsyncBulkPrefetchTensor": "test_prefetch_then_load",
+    "CreatepolicyFractional": "test_prefetch_then_load, test_bulk_copies_round_trip",
+    "FenceProxyAsync": "every load (after the shared-memory fill)",
+    "FenceProxyTensormapAcquire": "test_tensormap_replace_in_kernel",
+    "TensormapReplaceGlobalAddress": "test_tensormap_replace_in_kernel",
+    "TensormapReplaceGlobalDim": "test_tensormap_replace_in_kernel",
+    "TensormapReplaceGlobalStride": "test_tensormap_replace_in_kernel",
+    "TensormapCpFenceproxy": "test_tensormap_replace_in_kernel",
+    "PrefetchTensormap": "test_prefetch_then_load",
+    "BarrierClusterArrive": "test_multicast_load, test_cluster_remote_stores",
+    "BarrierClusterWait": "test_multicast_load, test_cluster_remote_stores",
+    "Mapa": "test_cluster_remote_stores", "ElectSync": "test_multicast_load (k.elect_one)",
+    "StAsync": "test_cluster_remote_stores", "RedAsync": "test_cluster_remote_stores",
+    "Getctarank": "test_cluster_remote_stores",
+    "ShflSync": "test_warp_sum", "ReduxSync": "test_warp_sum", "VoteSync": "test_warp_vote",
+    "VoteSyncBallot": "test_warp_vote", "Activemask": "test_warp_vote", "BarWarpSync": "test_warp_sum",
     ".reqntid": "every kernel", ".reqnctapercluster": "test_multicast_load (2 CTAs)",
     ".explicitcluster": "test_multicast_load (4 CTAs), test_cluster_remote_stores, test_bulk_copies_round_trip",
-    "is_explicit_cluster": "test_multicast_load", "getctarank": "test_cluster_remote_stores",
 }
 
 
@@ -646,11 +646,82 @@ def case_remote(n):
     return {"out": out.to_host().view(np.uint32).reshape(grid, 8)}
 
 
+# ------------------------------------------------------------------------------ warp collectives
+
+WARPS = dict(ctas=4)
+
+
+def warp_sum_kernel():
+    """Each warp sums its lanes' u32 and f32 values with a shfl.sync butterfly, reduces the u32 values with
+    redux.sync (add, min, max as s32, and, or, xor), and every thread writes what its warp got."""
+    with px.kernel("warp_sum", reqntid=THREADS) as k:
+        xs, fs, out = k.param_ptr("xs"), k.param_ptr("fs"), k.param_ptr("out")
+        tid = k.mov(sreg.tid_x)
+        i = k.mad(k.mov(sreg.ctaid_x), THREADS, tid)
+        off = k.cvt(px.u64, k.shl(i, 2))
+        x = k.ld(px.u32, k.add(xs, off))
+        f = k.ld(px.f32, k.add(fs, off))
+        s, g = x, f
+        for lane_bit in (16, 8, 4, 2, 1):
+            s = k.add(s, k.shfl_sync("bfly", s, lane_bit))
+            g = k.add(g, k.shfl_sync("bfly", g, lane_bit))
+        k.bar_warp_sync()
+        row = k.add(out, k.cvt(px.u64, k.shl(i, 5)))
+        k.st(px.u32, row, (s, k.redux_sync("add", x), k.redux_sync("min", x),
+                           k.redux_sync("max", k.mov(x, type=px.s32))))
+        k.st(px.u32, k.add(row, 16), (k.redux_sync("and", x), k.redux_sync("or", x), k.redux_sync("xor", x),
+                                      k.mov(g, type=px.b32)))
+    return k
+
+
+def warp_vote_kernel():
+    """Each thread votes whether its value is odd: vote.sync all/any/uni and ballot, and activemask."""
+    with px.kernel("warp_vote", reqntid=THREADS) as k:
+        xs, out = k.param_ptr("xs"), k.param_ptr("out")
+        i = k.mad(k.mov(sreg.ctaid_x), THREADS, k.mov(sreg.tid_x))
+        x = k.ld(px.u32, k.add(xs, k.cvt(px.u64, k.shl(i, 2))))
+        odd = k.setp("ne", k.and_(x, 1), 0)
+        votes = [k.selp(1, 0, k.vote_sync(mode, odd), type=px.u32) for mode in ("all", "any", "uni")]
+        row = k.add(out, k.cvt(px.u64, k.shl(i, 5)))
+        k.st(px.u32, row, (*votes, k.vote_sync("ballot", odd)))
+        k.st(px.u32, k.add(row, 16), k.activemask())
+    return k
+
+
+def warp_inputs():
+    rng = np.random.default_rng(11)
+    n = WARPS["ctas"] * THREADS
+    x = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    x[:32] |= 1                       # warp 0: every value odd
+    x[32:64] &= ~np.uint32(1)         # warp 1: every value even
+    f = rng.standard_normal(n).astype(np.float32)
+    return x, f
+
+
+def case_warp(kind):
+    x, f = warp_inputs()
+    out = _zeros(32 * x.size)
+    if kind == "sum":
+        px.compile(warp_sum_kernel())["warp_sum"](_dev(x), _dev(f), out, grid=WARPS["ctas"], block=THREADS)
+    else:
+        px.compile(warp_vote_kernel())["warp_vote"](_dev(x), out, grid=WARPS["ctas"], block=THREADS)
+    return {"x": x, "f": f, "out": out.to_host().view(np.uint32).reshape(x.size, 8)}
+
+
+def butterfly_f32(f):
+    """The f32 sum every lane of a warp gets from the shfl.sync butterfly, in the kernel's order."""
+    v = f.reshape(-1, 32).copy()
+    lanes = np.arange(32)
+    for lane_bit in (16, 8, 4, 2, 1):
+        v = (v + v[:, lanes ^ lane_bit]).astype(np.float32)
+    return v.reshape(-1)
+
+
 CASES = {
     "five_d": case_five_d, "oob": case_oob, "swizzle": case_swizzle, "prefetch": case_prefetch,
     "im2col": case_im2col, "multicast": case_multicast, "tensor_reduce": case_tensor_reduce,
     "tensor_store": case_tensor_store, "bulk_round_trip": case_bulk_round_trip, "bulk_reduce": case_bulk_reduce,
-    "tensormap_replace": case_tensormap_replace, "remote": case_remote,
+    "tensormap_replace": case_tensormap_replace, "remote": case_remote, "warp": case_warp,
 }
 
 
@@ -819,6 +890,38 @@ def test_cluster_remote_stores(n):
         assert out[cta].tolist() == [prev, prev + 100, (rank + 1) % n, rank, n, rank, 2, cluster], cta
 
 
+@gpu
+def test_warp_sum():
+    r = _isolated("warp", kind="sum")
+    x, f, out = r["x"], r["f"], r["out"]
+    w = x.reshape(-1, 32).astype(np.uint64)
+    per_lane = lambda v: np.repeat(v, 32)                    # noqa: E731
+    assert np.array_equal(out[:, 0], per_lane((w.sum(1) % 2**32).astype(np.uint32)))      # shfl butterfly
+    assert np.array_equal(out[:, 1], per_lane((w.sum(1) % 2**32).astype(np.uint32)))      # redux add
+    assert np.array_equal(out[:, 2], per_lane(w.min(1).astype(np.uint32)))
+    assert np.array_equal(out[:, 3].view(np.int32), per_lane(x.view(np.int32).reshape(-1, 32).max(1)))
+    ws = x.reshape(-1, 32)
+    assert np.array_equal(out[:, 4], per_lane(np.bitwise_and.reduce(ws, axis=1)))
+    assert np.array_equal(out[:, 5], per_lane(np.bitwise_or.reduce(ws, axis=1)))
+    assert np.array_equal(out[:, 6], per_lane(np.bitwise_xor.reduce(ws, axis=1)))
+    assert np.array_equal(out[:, 7], butterfly_f32(f).view(np.uint32))                    # bit-exact f32
+
+
+@gpu
+def test_warp_vote():
+    r = _isolated("warp", kind="vote")
+    odd = (r["x"] & 1).astype(bool).reshape(-1, 32)
+    out = r["out"]
+    per_lane = lambda v: np.repeat(v, 32)                    # noqa: E731
+    assert np.array_equal(out[:, 0], per_lane(odd.all(1).astype(np.uint32)))
+    assert np.array_equal(out[:, 1], per_lane(odd.any(1).astype(np.uint32)))
+    assert np.array_equal(out[:, 2], per_lane((odd.all(1) | ~odd.any(1)).astype(np.uint32)))
+    ballot = (odd.astype(np.uint64) << np.arange(32, dtype=np.uint64)).sum(1).astype(np.uint32)
+    assert np.array_equal(out[:, 3], per_lane(ballot))
+    assert np.all(out[:, 4] == 0xFFFFFFFF)                    # activemask: all 32 lanes converged
+    assert odd[0].all() and not odd[1].any()                  # the all/uni cases are exercised
+
+
 # ------------------------------------------------------------------------------------- CI
 
 
@@ -834,7 +937,7 @@ def all_kernels():
            for op, t in RED_CASES]
     ks.append(copy_kernel("store", red_spec("f32"), lambda k, d, b, c: k.cp_async_bulk_tensor(d, b, c)))
     ks += [tensormap_replace_kernel(), remote_store_kernel(), bulk_round_trip_kernel(True, "peer"),
-           bulk_round_trip_kernel(False, "local")]
+           bulk_round_trip_kernel(False, "local"), warp_sum_kernel(), warp_vote_kernel()]
     return ks
 
 

@@ -1,0 +1,275 @@
+"""The op declarations as the generated tests see them: every combination an op declares (qualifier values
+and operand shapes), operand values built for one with the public builder API, and modules holding many
+combinations that are assembled at once (ptxas's errors mapped back to the combination on the line).
+
+Nothing here names an instruction: a newly declared op is drawn, built and assembled with no edit here.
+"""
+from __future__ import annotations
+
+import itertools
+import re
+from collections import defaultdict
+from types import SimpleNamespace
+
+import ptxdsl as px
+from ptxdsl.errors import AssembleError, DSLError, SourceLoc
+from ptxdsl.isa import decl, operands as K
+from ptxdsl.isa.registry import floor_target
+from ptxdsl.target import Target
+from ptxdsl.types import ALL_TYPES, b16, pred, scalar_type, u32, u64
+
+BATCH = 400                     # ops per kernel
+SHARED = 4096                   # bytes of the shared buffer every address slot may use
+
+
+# --------------------------------------------------------------------------------- combinations
+
+
+def conditioned(cls) -> set:
+    """The names that some exclusion, refusal or floor condition of `cls` mentions."""
+    return {name for cond, _ in cls.excludes + cls.refuses + cls.raises for name in cond}
+
+
+def default_shape(slot):
+    shapes = slot.kind.shapes
+    return "reg" if "reg" in shapes else (shapes[0] if shapes else None)
+
+
+def combinations(cls, *, all_shapes=False):
+    """Every combination of `cls`'s qualifier values, with the operand shapes its conditions name (all of
+    them with all_shapes) and one usual shape for the other operands."""
+    choices = cls.choices()
+    names = list(choices)
+    keep = set(cls.quals) | conditioned(cls) if not all_shapes else set(names)
+    varying = [n for n in names if n in keep]
+    fixed = {s.name: default_shape(s) for s in cls.operands if s.name in choices and s.name not in keep}
+    for values in itertools.product(*(choices[n] for n in varying)):
+        yield {**fixed, **dict(zip(varying, values))}
+
+
+def target_of(cls, q) -> Target:
+    arch, ptx = floor_target(cls.need(q))
+    return Target(arch, ptx)
+
+
+def quals_of(cls, q) -> dict:
+    return {n: v for n, v in q.items() if n in cls.quals}
+
+
+# ------------------------------------------------------------------------------------ operands
+
+
+class Operands:
+    """Operand values for the ops of one test kernel, made with the builder when first needed and shared."""
+
+    def __init__(self, k):
+        self.k = k
+        self.cache = {}
+        self.labels = 0
+
+    def _once(self, key, make):
+        if key not in self.cache:
+            self.cache[key] = make()
+        return self.cache[key]
+
+    # the building blocks
+    def smem(self):
+        return self._once("smem", lambda: self.k.shared("smem", SHARED, align=1024))
+
+    def gptr(self):
+        return self._once("gptr", lambda: self.k.param_ptr("g"))
+
+    def generic(self):
+        return self._once("generic", lambda: self.k.cvta(self.gptr(), "global"))
+
+    def reg(self, t):
+        t = scalar_type(t)
+        if t is pred:
+            return self._once("pred", lambda: self.k.setp("ne", self.reg(u32), 0))
+        if t.kind == "f" and t.bits == 16:
+            return self._once(("reg", t.name), lambda: self.k.mov(0x3C00, b16))
+        if t.bits == 8:
+            t = ALL_TYPES[f"{t.kind}16"]
+        value = 1.0 if t.kind == "f" else 1
+        return self._once(("reg", t.name), lambda: self.k.mov(value, t))
+
+    def address(self, space, width, shape):
+        if space in ("shared", "shared::cta", "shared::cluster"):
+            if shape == "buffer" or (width is None and shape != "reg"):
+                return self.smem()
+            t = u64 if width == 64 else u32
+            return self._once(("saddr", t.name), lambda: self.k.mov(self.smem(), t))
+        if space == "global":
+            return self.gptr()
+        if space == "param":
+            return self._once("param", lambda: self.k.param("p", u64) and self.k.kernel.params[-1])
+        if space in ("local", "const"):
+            return self._once("reg64", lambda: self.k.mov(0, u64))
+        return self.generic()
+
+    def label(self):
+        self.labels += 1
+        return self.k.label(f"L{self.labels}")
+
+    # one slot
+    def value(self, ns, slot, shape):
+        kind = slot.kind
+        if kind.out:
+            if getattr(kind, "sink", False):
+                return True if shape == "reg" else None
+            return None
+        if shape is None or kind.fixed:
+            return None
+        if isinstance(kind, K.Const):
+            return shape
+        if isinstance(kind, K.Coords):
+            return tuple(self.reg(u32) if i % 2 else i * 8 for i in range(shape))
+        if isinstance(kind, K.Vector):
+            t = K._resolve(ns, kind.type)
+            return tuple(self.reg(t) for _ in range(shape)) if shape > 1 else self.reg(t)
+        if isinstance(kind, K.TensorMap):
+            return self._once("tmap", lambda: self.k.param_tensormap("tm"))
+        if isinstance(kind, K.LabelRef):
+            return self.label()
+        if isinstance(kind, K.Address):
+            return self.address(K._resolve(ns, kind.space) or "", K._resolve(ns, kind.width), shape)
+        if isinstance(kind, K.Value):
+            t = K._resolve(ns, kind.type)
+            return immediate(kind, t) if shape == "imm" else self.reg(t)
+        raise AssertionError(f"no sample for operand kind {kind!r}")
+
+
+def immediate(kind, t):
+    """A constant the slot accepts: 1 (1.0 for floats) when in range, else the lowest allowed."""
+    if t is pred:
+        return 1
+    lo = kind.lo if kind.lo is not None else 1
+    if lo <= 1 and (kind.hi is None or kind.hi >= 1):
+        v = kind.step if kind.step > 1 else 1
+    else:
+        v = lo
+    return float(v) if t.kind == "f" else v
+
+
+def namespace(cls, q) -> SimpleNamespace:
+    """The attributes a slot's type or space may refer to, before the op exists."""
+    values = {n: q.get(n, cls.quals[n].default) for n in cls.quals}
+    for n, v in list(values.items()):
+        if isinstance(cls.quals[n], decl.TypeQual) and v is not None:
+            values[n] = scalar_type(v)
+    return SimpleNamespace(mnemonic=cls.mnemonic, **values)
+
+
+def arguments(cls, q, ops: Operands) -> dict:
+    """Builder keyword arguments for combination q of `cls`."""
+    ns = namespace(cls, q)
+    kw = quals_of(cls, q)
+    for slot in cls.operands:
+        if slot.inline and not isinstance(slot.kind, K.Coords) or slot.kind.fixed:
+            continue
+        shape = q.get(slot.name, default_shape(slot) if not slot.optional else None)
+        v = ops.value(ns, slot, shape)
+        if v is not None:
+            kw[slot.name] = v
+    return kw
+
+
+# ------------------------------------------------------------------------------------- modules
+
+
+class Batch:
+    """Combinations built into kernels of one module, each op on its own PTX line, tagged with its index."""
+
+    def __init__(self, name: str, target: Target | None = None, **kernel_options):
+        self.name = name
+        self.target = target
+        self.options = kernel_options
+        self.kernels = []
+        self.items = []              # (cls, q, op)
+        self._k = None
+        self._ops = None
+
+    def _kernel(self):
+        if self._k is None or len(self._k.kernel.body) > BATCH:
+            if self._k is not None:
+                self.kernels.append(self._k.finish())
+            arch, ptx = (self.target.arch, self.target.ptx) if self.target else (None, None)
+            self._k = px.KernelBuilder(f"{self.name}{len(self.kernels)}", arch=arch, ptx=ptx, verify=False,
+                                       loc=SourceLoc("<declared>", 0), **self.options)
+            self._ops = Operands(self._k)
+        return self._k, self._ops
+
+    def add(self, cls, q, *, build=None) -> None:
+        """Build combination q of `cls` (with `build`, another class's construction rules, e.g. an unchecked
+        copy) on a line of its own."""
+        k, ops = self._kernel()
+        kw = arguments(cls, q, ops)
+        with k.at(SourceLoc("<combination>", len(self.items) + 1)):
+            k._op(build or cls, **kw)
+        self.items.append((cls, q, k.kernel.body[-1].op))
+
+    def finish(self):
+        if self._k is not None:
+            self.kernels.append(self._k.finish())
+            self._k = None
+        return px.emit(px.module(*self.kernels))
+
+    def assemble(self, ptx=None) -> set:
+        """Assemble the module (for its target's arch); the indices (1-based) of the items ptxas rejected. The
+        rejected lines are taken out and the rest assembled again until it passes, so that no error hides
+        behind another (ptxas stops reporting after a number of them); an error ptxas gives no line for (an
+        internal compiler error) is found by halving the items."""
+        ptx = ptx or self.finish()
+        lines = ptx.text.split("\n")
+        where = {ptx.origins[n].line: n for n in ptx.origins if ptx.origins[n].file == "<combination>"}
+        return _rejected(lines, ptx.target.arch, where, sorted(where))
+
+
+def _rejected(lines, arch, where, items) -> set:
+    """The items (line-tagged combinations) among `items` whose lines ptxas rejects; the others stay in `lines`."""
+    chosen = set(items)
+    drop = {n for i, n in where.items() if i not in chosen}
+    keep = ["" if n in drop else ln for n, ln in enumerate(lines, 1)]
+    index = {where[i]: i for i in items}
+    bad = set()
+    while True:
+        try:
+            px.assemble("\n".join(keep), arch)
+            return bad
+        except AssembleError as e:
+            found = {int(n) for n in re.findall(r"PTX line (\d+)", str(e))}
+            if found and found <= set(index):
+                for n in found:
+                    bad.add(index.pop(n))
+                    keep[n - 1] = ""
+                continue
+            if found or len(index) <= 1:
+                if len(index) == 1:
+                    return bad | set(index.values())
+                raise
+            # no line: halve the remaining items
+            rest = sorted(index.values())
+            half = len(rest) // 2
+            return bad | _rejected(keep, arch, where, rest[:half]) | _rejected(keep, arch, where, rest[half:])
+
+
+def by_target(pairs):
+    """(cls, q) pairs grouped by their floor target."""
+    groups = defaultdict(list)
+    for cls, q in pairs:
+        groups[target_of(cls, q)].append((cls, q))
+    return dict(sorted(groups.items(), key=lambda kv: (kv[0].arch, kv[0].ptx)))
+
+
+def unchecked(cls):
+    """A copy of `cls` without its exclusions: builds a combination ptxdsl refuses, to ask ptxas about it."""
+    return type(cls.__name__, (cls,), {"excludes": (), "refuses": (), "abstract": True})
+
+
+def builds(cls, q) -> bool:
+    """Whether ptxdsl builds combination q (in a throwaway kernel)."""
+    try:
+        Batch("probe").add(cls, q)
+        return True
+    except DSLError:
+        return False
