@@ -120,13 +120,6 @@ class KernelBuilder:
         self._append(Instr(op, self._guard, self._loc()))
         return op
 
-    def _reg(self, t: ScalarType, out=None, space=None) -> Reg:
-        if out is not None:
-            if not isinstance(out, Reg):
-                raise DSLError(f"out={out!r}: expected a register")
-            return out
-        return self.kernel.new_reg(t, space)
-
     def _name(self, name: str) -> str:
         if not isinstance(name, str) or not _IDENT.match(name) or name.startswith("__ptxdsl") and name != watchdog.PARAM:
             raise DSLError(f"name {name!r} is not a PTX identifier")
@@ -181,7 +174,7 @@ class KernelBuilder:
             raise DSLError(f"param {name!r}: .pred parameters do not exist; use a u32")
         p = Param(self._name(name), "scalar", t, loc=self._loc())
         self.kernel.params.append(p)
-        p.value = self._reg(t)
+        p.value = self.kernel.new_reg(t)
         self._insert(core.Ld(space="param", type=t, d=(p.value,), addr=p))
         return p.value
 
@@ -190,9 +183,9 @@ class KernelBuilder:
         """A global pointer parameter (.param .u64): ld.param.u64 then cvta.to.global.u64."""
         p = Param(self._name(name), "ptr", u64, loc=self._loc())
         self.kernel.params.append(p)
-        raw = self._reg(u64)
+        raw = self.kernel.new_reg(u64)
         self._insert(core.Ld(space="param", type=u64, d=(raw,), addr=p))
-        p.value = self._reg(u64, space="global")
+        p.value = self.kernel.new_reg(u64, "global")
         self._insert(core.Cvta(space="global", d=p.value, src=raw, to=True))
         return p.value
 
@@ -203,9 +196,9 @@ class KernelBuilder:
         p = Param(self._name(name), "tensormap", u64, loc=self._loc())
         p.tmap = spec
         self.kernel.params.append(p)
-        raw = self._reg(u64)
+        raw = self.kernel.new_reg(u64)
         self._insert(core.Mov(type=b64, d=raw, src=p))
-        p.value = self._reg(u64)
+        p.value = self.kernel.new_reg(u64)
         self._insert(core.Cvta(space="param", d=p.value, src=raw))
         return p
 

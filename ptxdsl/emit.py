@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from . import limits, watchdog
 from .errors import DSLError, SourceLoc
-from .ir import If, Instr, Kernel, Label, LabelStmt, Loop, Module, PredNot, WaitLoop
+from .ir import If, Instr, Kernel, Label, LabelStmt, Loop, Module, PredNot, WaitLoop, Walker
 from .isa.core import Bra
 from .isa.effects import Exit, NeedsCluster
 from .target import Target, resolve_target
@@ -148,7 +148,7 @@ class _Writer:
         self.raw(f"{name}:\n")
 
 
-class _KernelEmitter:
+class _KernelEmitter(Walker):
     def __init__(self, k: Kernel, w: _Writer):
         self.k = k
         self.w = w
@@ -182,20 +182,11 @@ class _KernelEmitter:
             w.instr("ret", None)
         w.raw("}\n")
 
-    def block(self, stmts):
-        for s in stmts:
-            if isinstance(s, Instr):
-                self.w.instr(s.op.emit(), s.loc, s.guard)
-            elif isinstance(s, LabelStmt):
-                self.w.label(s.label.name, s.loc)
-            elif isinstance(s, If):
-                self.if_(s)
-            elif isinstance(s, Loop):
-                self.loop(s)
-            elif isinstance(s, WaitLoop):
-                self.wait(s)
-            else:
-                raise TypeError(f"unknown statement {s!r}")
+    def instr(self, s: Instr):
+        self.w.instr(s.op.emit(), s.loc, s.guard)
+
+    def label(self, s: LabelStmt):
+        self.w.label(s.label.name, s.loc)
 
     def if_(self, s: If):
         neg = s.cond.reg if isinstance(s.cond, PredNot) else PredNot(s.cond)

@@ -114,10 +114,3 @@ class LaunchError(PtxdslError):
 
 class KernelTrap(PtxdslError):
     """A debug-mode kernel stopped waiting on a barrier and reported where."""
-
-
-def expect_one_of(what: str, value, allowed) -> None:
-    """Raise DSLError("expected one of ..., got ...") unless value is in allowed."""
-    if value not in allowed:
-        shown = ", ".join(repr(a) for a in sorted(allowed, key=str))
-        raise DSLError(f"{what}={value!r} is not allowed; expected one of {shown}")

@@ -307,6 +307,37 @@ class Kernel:
         yield from walk(self.body)
 
 
+class Walker:
+    """The one walk over a body of statements. `block(stmts, *args)` visits each statement: `visit` calls the
+    method named after its kind (instr, label, if_, loop, wait) with the statement and *args. By default a
+    branch or loop walks its bodies and everything else does nothing; the emitter, the printer, the
+    verifier's flow and the ring run override the kinds they care about (and `block`, where they thread state
+    through the statements or stop early)."""
+
+    def block(self, stmts, *args):
+        for s in stmts:
+            self.visit(s, *args)
+
+    def visit(self, s, *args):
+        return getattr(self, _KIND[type(s)])(s, *args)
+
+    def instr(self, s, *args):
+        return None
+
+    def label(self, s, *args):
+        return None
+
+    def if_(self, s, *args):
+        self.block(s.then, *args)
+        self.block(s.orelse or [], *args)
+
+    def loop(self, s, *args):
+        self.block(s.body, *args)
+
+    def wait(self, s, *args):
+        return None
+
+
 def walk(stmts):
     for s in stmts:
         if isinstance(s, Instr):
@@ -319,6 +350,9 @@ def walk(stmts):
             yield from walk(s.body)
         elif isinstance(s, WaitLoop):
             yield Instr(s.op, None, s.loc)
+
+
+_KIND = {Instr: "instr", LabelStmt: "label", If: "if_", Loop: "loop", WaitLoop: "wait"}
 
 
 @dataclass(eq=False)

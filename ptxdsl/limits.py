@@ -38,11 +38,22 @@ def check_kernel(k, target) -> None:
         more = "" if limit == PARAM_BYTES else "; .version 8.1 and later allow 32764"
         raise DSLError(f"kernel {k.name!r} has {used} bytes of parameters, over the {limit} ptxas allows at .version "
                        f"{target.version}{more}", k.loc)
-    maxnreg = k.directives.get("maxnreg")
-    if maxnreg is None:
-        return
+    # ptxas: "setmaxnreg.dec has register count (N) which is larger than the largest temporal register count in
+    # the program": a decrease may not name more registers than the kernel's .maxnreg or any setmaxnreg.inc gives.
+    counts = {"setmaxnreg.inc": [], "setmaxnreg.dec": []}
     for ins in k.walk():
-        n = getattr(ins.op, "n", None)
-        if type(ins.op).mnemonic == "setmaxnreg.dec" and isinstance(n, int) and n > maxnreg:
-            raise DSLError(f"setmaxnreg.dec to {n} registers in a kernel with .maxnreg {maxnreg}: ptxas refuses a "
-                           f"count above the kernel's maximum", ins.loc)
+        mnemonic = type(ins.op).mnemonic
+        if mnemonic in counts and isinstance(getattr(ins.op, "n", None), int):
+            counts[mnemonic].append((ins.op.n, ins.loc))
+    bounds = [n for n, _ in counts["setmaxnreg.inc"]]
+    maxnreg = k.directives.get("maxnreg")
+    if maxnreg is not None:
+        bounds.append(maxnreg)
+    if not bounds:
+        return
+    top = max(bounds)
+    for n, loc in counts["setmaxnreg.dec"]:
+        if n > top:
+            what = f".maxnreg {maxnreg}" if maxnreg == top else f"setmaxnreg.inc {top}"
+            raise DSLError(f"setmaxnreg.dec to {n} registers in a kernel whose largest register count is {top} "
+                           f"({what}): ptxas refuses a decrease above it", loc)

@@ -60,12 +60,15 @@ def quals_of(cls, q) -> dict:
 
 
 class Operands:
-    """Operand values for the ops of one test kernel, made with the builder when first needed and shared."""
+    """Operand values for the ops of one test kernel, made with the builder when first needed and shared.
+    With specs=True a tensor-map slot gets a parameter whose TensorMapSpec has the rank and kind the
+    combination addresses (so the checks against the map's description run too)."""
 
-    def __init__(self, k):
+    def __init__(self, k, specs: bool = False):
         self.k = k
         self.cache = {}
         self.labels = 0
+        self.specs = specs
 
     def _once(self, key, make):
         if key not in self.cache:
@@ -101,9 +104,7 @@ class Operands:
             return self._once(("saddr", t.name), lambda: self.k.mov(self.smem(), t))
         if space == "global":
             return self.gptr()
-        if space == "param":
-            return self._once("param", lambda: self.k.param("p", u64) and self.k.kernel.params[-1])
-        if space in ("local", "const"):
+        if space in ("local", "const", "param"):
             return self._once("reg64", lambda: self.k.mov(0, u64))
         return self.generic()
 
@@ -111,8 +112,28 @@ class Operands:
         self.labels += 1
         return self.k.label(f"L{self.labels}")
 
+    def parameters(self):
+        """Declare every parameter an operand may need now (a .ptxd kernel declares them in its header)."""
+        self.gptr()
+        if self.specs:
+            for kind, ranks in (("tiled", range(1, 6)), ("im2col", range(3, 6))):
+                for rank in ranks:
+                    self._once(("tmap", kind, rank), lambda kind=kind, rank=rank: self.k.param_tensormap(
+                        f"tm_{kind}{rank}", map_spec(kind, rank)))
+        else:
+            self._once("tmap", lambda: self.k.param_tensormap("tm"))
+
+    def tmap(self, ns, q):
+        if not self.specs:
+            return self._once("tmap", lambda: self.k.param_tensormap("tm"))
+        mode = getattr(ns, "mode", "tile") or "tile"
+        rank = 2 if mode in ("tile::gather4", "tile::scatter4") else q.get("coords", 2)
+        kind = "im2col" if mode.startswith("im2col") else "tiled"
+        return self._once(("tmap", kind, rank), lambda: self.k.param_tensormap(f"tm_{kind}{rank}",
+                                                                               map_spec(kind, rank)))
+
     # one slot
-    def value(self, ns, slot, shape):
+    def value(self, ns, slot, shape, q=None):
         kind = slot.kind
         if kind.out:
             if getattr(kind, "sink", False):
@@ -128,7 +149,7 @@ class Operands:
             t = K._resolve(ns, kind.type)
             return tuple(self.reg(t) for _ in range(shape)) if shape > 1 else self.reg(t)
         if isinstance(kind, K.TensorMap):
-            return self._once("tmap", lambda: self.k.param_tensormap("tm"))
+            return self.tmap(ns, q or {})
         if isinstance(kind, K.LabelRef):
             return self.label()
         if isinstance(kind, K.Address):
@@ -137,6 +158,15 @@ class Operands:
             t = K._resolve(ns, kind.type)
             return immediate(kind, t) if shape == "imm" else self.reg(t)
         raise AssertionError(f"no sample for operand kind {kind!r}")
+
+
+def map_spec(kind: str, rank: int):
+    """A small u32 tensor map of `rank` (tiled, or im2col over an N[D][H]WC tensor)."""
+    shape = (2,) * (rank - 1) + (16,)
+    if kind == "tiled":
+        return px.TensorMapSpec.tiled_for(shape, "u32", shape)
+    return px.TensorMapSpec.im2col_for(shape, "u32", channels_per_pixel=16, pixels_per_column=2,
+                                       lower_corner=(0,) * (rank - 2), upper_corner=(0,) * (rank - 2))
 
 
 def immediate(kind, t):
@@ -168,7 +198,7 @@ def arguments(cls, q, ops: Operands) -> dict:
         if slot.inline and not isinstance(slot.kind, K.Coords) or slot.kind.fixed:
             continue
         shape = q.get(slot.name, default_shape(slot) if not slot.optional else None)
-        v = ops.value(ns, slot, shape)
+        v = ops.value(ns, slot, shape, q)
         if v is not None:
             kw[slot.name] = v
     return kw
@@ -263,7 +293,7 @@ def by_target(pairs):
 
 def unchecked(cls):
     """A copy of `cls` without its exclusions: builds a combination ptxdsl refuses, to ask ptxas about it."""
-    return type(cls.__name__, (cls,), {"excludes": (), "refuses": (), "abstract": True})
+    return type(cls.__name__, (cls,), {"excludes": (), "refuses": (), "_checks": (), "abstract": True})
 
 
 def builds(cls, q) -> bool:

@@ -76,7 +76,12 @@ def test_setmaxnreg_dec_above_maxnreg():
     assembles(k)
     with px.kernel("bad", maxnreg=32, arch="sm_90a") as k:
         k.setmaxnreg_dec(40)
-    with pytest.raises(DSLError, match="setmaxnreg.dec to 40 registers in a kernel with .maxnreg 32"):
+    with pytest.raises(DSLError, match=r"setmaxnreg.dec to 40 registers .* is 32 \(.maxnreg 32\)"):
+        px.emit(k)
+    with px.kernel("bad2", arch="sm_90a") as k:
+        k.setmaxnreg_inc(24)
+        k.setmaxnreg_dec(32)
+    with pytest.raises(DSLError, match=r"is 24 \(setmaxnreg.inc 24\)"):
         px.emit(k)
 
 

@@ -12,7 +12,6 @@ docs/isa.md equal to the generator's output.
 from __future__ import annotations
 
 import functools
-import itertools
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -27,7 +26,7 @@ from ptxdsl.builder import KernelBuilder
 from ptxdsl.errors import AssembleError, DSLError, PtxdslError, TargetError
 from ptxdsl.isa import registry as R
 from ptxdsl.isa.decl import OPS, matches
-from ptxdsl.target import TARGET_MIN_PTX, TARGETS, Target, resolve_target
+from ptxdsl.target import TARGET_MIN_PTX, TARGETS, resolve_target
 
 ROOT = Path(__file__).resolve().parents[1]
 EXCLUDED_CHUNK = 48             # rejected lines per module: ptxas reports them all in one pass

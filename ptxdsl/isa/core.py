@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..errors import DSLError
 from ..ir import Imm, Param, SharedAlloc, SpecialReg
 from ..target import SM100A, Req
-from ..types import ALL_TYPES, ScalarType, b16, b32, pred, u32, u64
+from ..types import ALL_TYPES, ScalarType, b16, pred, u32, u64
 from . import effects as fx
 from .decl import Derived, Flag, Op, Qual, TypeQual
 from .operands import Address, Dst, Dsts, LabelRef, Slot, Value, Vector, describe

@@ -61,6 +61,7 @@ class Qual:
     def __init__(self, *values, default=None, ptx=None, token=None, aliases=None, none_token=None,
                  inferred: bool = False, doc: str = ""):
         self.values = tuple(values)
+        self._domain = frozenset((type(v), v) for v in self.values)      # exact: True is not 1
         self.default = default
         self.inferred = inferred            # when not given, the op infers it from its operands (prepare)
         self._ptx = ptx
@@ -83,7 +84,11 @@ class Qual:
     def check(self, what: str, value):
         """The value, normalised; DSLError naming the allowed values when it is not one of them."""
         value = self.normalize(value)
-        if not _member(value, self.values):
+        try:
+            ok = (type(value), value) in self._domain
+        except TypeError:                       # an unhashable value is no qualifier value
+            ok = False
+        if not ok:
             shown = ", ".join(repr(self.token(v) if v is not None else None) for v in self.values)
             raise DSLError(f"{what}={_show(value)} is not allowed; expected one of {shown}")
         return value
@@ -135,9 +140,11 @@ class TypeQual(Qual):
         self.infer = tuple(infer)
 
     def normalize(self, value):
-        from ..types import scalar_type
+        from ..types import ScalarType, scalar_type
 
-        if value is None or value == "":
+        if value is None or value.__class__ is ScalarType:
+            return value
+        if value == "":
             return None
         if isinstance(value, bool) or not isinstance(value, (str,)) and not hasattr(value, "kind") \
                 and not hasattr(value, "dtype") and not isinstance(value, type):
@@ -188,6 +195,20 @@ def matches(cond: dict, values: dict) -> bool:
         elif not _member(have, (want,)):
             return False
     return True
+
+
+def _key(v):
+    """How a condition compares a value: a ScalarType by its name, anything else as it is."""
+    return v.name if hasattr(v, "reg_class") else v
+
+
+def _compiled(cond: dict) -> tuple:
+    """A condition as ((name, the set of values it matches), ...) for the checks a construction makes."""
+    out = []
+    for name, want in cond.items():
+        values = want if isinstance(want, (tuple, frozenset, set)) else (want,)
+        out.append((name, frozenset(_key(v) for v in values)))
+    return tuple(out)
 
 
 def _fill(text: str, values: dict) -> str:
@@ -249,6 +270,9 @@ class Op:
                                                     if not (s.kind.out or s.kind.fixed or s.inline))
         cls._names = frozenset(cls.quals) | {s.name for s in cls.operands}
         cls.excludes = tuple(cls.excludes) + _half_literals(cls)
+        cls._checks = tuple((_compiled(cond), reason) for cond, reason in cls.excludes + cls.refuses)
+        cls._cond_slots = tuple(s for s in cls.operands if any(s.name in c for c, _ in cls.excludes + cls.refuses))
+        cls._fixed_floor = not cls.raises and not any(getattr(s.kind, "sreg", False) for s in cls.operands)
         OPS.append(cls)
 
     # --------------------------------------------------------------------------- construction
@@ -279,10 +303,10 @@ class Op:
                     raise DSLError(f"{cls.mnemonic}: cannot infer the type from constants alone; pass type=")
             setattr(self, name, q.check(f"{cls.mnemonic} {name}", v))
         self.settle()
-        if cls.excludes or cls.refuses:
-            given = {**self.qualifiers(), **{s.name: s.kind.shape(values.get(s.name)) for s in cls.operands}}
-            for cond, reason in cls.excludes + cls.refuses:
-                if matches(cond, given):
+        if cls._checks:
+            given = {**self.qualifiers(), **{s.name: s.kind.shape(values.get(s.name)) for s in cls._cond_slots}}
+            for cond, reason in cls._checks:
+                if all(_key(given.get(name)) in allowed for name, allowed in cond):
                     raise DSLError(f"{self.what}: {reason}")
         for s in sorted(cls.operands, key=lambda s: s.kind.out):      # destinations last: they may follow inputs
             setattr(self, s.name, s.kind.bind(self, f"{cls.mnemonic} {s.name}", values.get(s.name), alloc))
@@ -329,6 +353,8 @@ class Op:
         return spell_template(cls.ptx, tokens)
 
     def requires(self) -> Req:
+        if type(self)._fixed_floor:
+            return type(self).floor
         r = type(self).floor
         values = self.qualifiers()
         for s in type(self).operands:

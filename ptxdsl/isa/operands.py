@@ -17,7 +17,7 @@ import math
 from ..errors import DSLError
 from ..ir import SINK, Addr, Imm, Label, Param, PredNot, Reg, SharedAlloc, Sink, SpecialReg, TensorMapRef
 from ..target import BASE, Req
-from ..types import ScalarType, b16, b32, pred, s32, u32, u64
+from ..types import ScalarType, pred, s32
 
 REQUIRED = object()
 SHARED_SPACES = frozenset({"shared", "shared::cta", "shared::cluster"})

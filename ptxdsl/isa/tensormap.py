@@ -3,7 +3,7 @@ prefetch{.param,.const}.tensormap."""
 from __future__ import annotations
 
 from ..errors import DSLError
-from ..ir import Addr, Imm, Param, Reg, SharedAlloc, TensorMapRef
+from ..ir import Addr, Param, Reg, SharedAlloc, TensorMapRef
 from ..target import ARCH_SPECIFIC, Req
 from ..tensormap import DTYPES, INTERLEAVE, OOB_FILL
 from ..types import b32, b64, u32, u64

@@ -18,25 +18,8 @@ import math
 
 from ..emit import directive_lines
 from ..errors import DSLError, PtxdslError
-from ..ir import (
-    Addr,
-    If,
-    Imm,
-    Instr,
-    Kernel,
-    Label,
-    LabelStmt,
-    Loop,
-    Module,
-    Param,
-    PredNot,
-    Reg,
-    SharedAlloc,
-    Sink,
-    SpecialReg,
-    TensorMapRef,
-    WaitLoop,
-)
+from ..ir import (Addr, If, Imm, Instr, Kernel, Label, LabelStmt, Loop, Module, Param, PredNot, Reg, SharedAlloc, Sink,
+                  SpecialReg, TensorMapRef, WaitLoop, Walker)
 from ..isa import core, warp
 from ..isa.decl import TypeQual
 from ..isa.operands import Dsts, Vector
@@ -130,7 +113,7 @@ def number(v, imm: Imm | None = None) -> str:
 # ------------------------------------------------------------------------------------ printer
 
 
-class _Printer:
+class _Printer(Walker):
     def __init__(self, k: Kernel):
         self.k = k
         self.lines: list[str] = []
@@ -405,18 +388,11 @@ class _Printer:
     def stmt(self, s):
         if isinstance(s, tuple):
             self.elect(*s)
-        elif isinstance(s, Instr):
-            self.instr(s)
-        elif isinstance(s, LabelStmt):
-            self.lines.append(INDENT * (self.depth - 1) + f"{s.label.name}:")
-        elif isinstance(s, If):
-            self.if_(s)
-        elif isinstance(s, Loop):
-            self.loop(s)
-        elif isinstance(s, WaitLoop):
-            self.wait(s)
         else:
-            raise self.unprintable(f"no .ptxd spelling for {type(s).__name__}")
+            self.visit(s)
+
+    def label(self, s: LabelStmt):
+        self.lines.append(INDENT * (self.depth - 1) + f"{s.label.name}:")
 
     def nested(self, head: str, body, orelse=None):
         self.line(head + " {")

@@ -12,7 +12,7 @@ import itertools
 import math
 from dataclasses import replace
 
-from ..ir import If, Imm, Instr, Kernel, Loop, PredNot, Reg, WaitLoop
+from ..ir import If, Imm, Instr, Kernel, Loop, PredNot, Reg, WaitLoop, Walker
 from ..isa.effects import (Access, Arrive, AsyncRead, AsyncWrite, Barrier, CommitGroup, CompleteTx, Exit, ExpectTx,
                            Init, Inval, ProxyFence, TmapEdit, TmapPublish, TmapRead, Trap, Wait, WaitGroup)
 from . import (bulk_groups, continuation, divergence, mbarrier, memory, phases, tensormaps, tma,
@@ -69,7 +69,7 @@ def _region_key(cond, elect=False):
     return (cond.reg, True) if isinstance(cond, PredNot) else (cond, False)
 
 
-class Flow:
+class Flow(Walker):
     """Walks the kernel body in program order and reports the protocol rules."""
 
     def __init__(self, k: Kernel):
@@ -129,17 +129,25 @@ class Flow:
         for s in stmts:
             if st.dead:
                 break
-            if isinstance(s, Instr):
-                self._instr(s, st, ctx)
-            elif isinstance(s, If):
-                st = self._if(s, st, ctx)
-            elif isinstance(s, Loop):
-                st = self._loop(s, st, ctx)
-            elif isinstance(s, WaitLoop):
-                for e in s.op.effects():
-                    if isinstance(e, Wait):
-                        phases.wait_loop(self, s, e, st, ctx)
+            st = self.visit(s, st, ctx) or st       # branches and loops give the state after them
         return st
+
+    def _wait(self, s: WaitLoop, st: State, ctx: Ctx):
+        for e in s.op.effects():
+            if isinstance(e, Wait):
+                phases.wait_loop(self, s, e, st, ctx)
+
+    def instr(self, s, st, ctx):
+        return self._instr(s, st, ctx)
+
+    def if_(self, s, st, ctx):
+        return self._if(s, st, ctx)
+
+    def loop(self, s, st, ctx):
+        return self._loop(s, st, ctx)
+
+    def wait(self, s, st, ctx):
+        return self._wait(s, st, ctx)
 
     def _enter(self, ctx: Ctx, cond, elect=False, st=None) -> Ctx:
         """The context of code that runs where `cond` holds (in state `st`, which tells whether `cond` is a

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..fold import evaluate, signed
-from ..ir import Addr, If, Imm, Instr, Loop, PredNot, Reg, SharedAlloc, SpecialReg, WaitLoop, walk
+from ..ir import Addr, If, Imm, Instr, Loop, PredNot, Reg, SharedAlloc, SpecialReg, WaitLoop, Walker, walk
 from ..isa.effects import (Arrive, AsyncWrite, CompleteTx, Compute, Exit, ExpectTx, Init, Inval, Jump, Wait)
 from ..types import pred
 
@@ -103,7 +103,7 @@ def _defs(stmts):
             yield from _defs(s.body)
 
 
-class _Run:
+class _Run(Walker):
     def __init__(self):
         self.vals: dict = {}
         self.steps = 0
@@ -164,14 +164,7 @@ class _Run:
             self.steps += 1
             if self.steps > STEP_BUDGET:
                 raise _GiveUp
-            if isinstance(s, Instr):
-                self.instr(s)
-            elif isinstance(s, WaitLoop):
-                self.wait(s)
-            elif isinstance(s, If):
-                self.if_(s)
-            elif isinstance(s, Loop):
-                self.loop(s)
+            self.visit(s)
 
     def if_(self, s: If):
         c = None if s.kind == "elect" else self.val(s.cond)
