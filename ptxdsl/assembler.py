@@ -15,6 +15,7 @@ _INPUT_NAME = "ptxdsl.ptx"
 _TARGET = re.compile(r"\s*\.target\s+(?P<sm>sm_\w+)")
 
 _DIAG = re.compile(r"ptxas (?:.*?, line (?P<line>\d+); )?(?P<kind>error|warning|fatal)\s*: (?P<text>.*)")
+_INTERNAL = re.compile(r"internal (?:compiler )?error", re.IGNORECASE)
 _PTXAS_ENTRY = re.compile(r"ptxas info\s*: Compiling entry function '(?P<name>[^']+)'")
 _PTXAS_FUNC = re.compile(r"ptxas info\s*: Function properties for (?P<name>\S+)")
 _PTXAS_USAGE = re.compile(r"ptxas(?: info)?\s*[:.]\s+(?P<items>(?:Used )?\d+ .*)")
@@ -165,7 +166,7 @@ def _assemble_error(error_log: str, status: str, arch: str, ptx: str,
         n = int(m["line"])
         text = ptx_lines[n - 1].strip() if 0 < n <= len(ptx_lines) else "<past the end of the PTX>"
         origin = origins.get(n)
-        if origin is not None and first_loc is None and m["kind"] == "error":
+        if origin is not None and first_loc is None and m["kind"] != "warning":
             first_loc = origin
         where = f"PTX line {n}" + (f" (from {origin})" if origin is not None else "")
         parts.append(f"  {where}: {text}")
@@ -174,6 +175,10 @@ def _assemble_error(error_log: str, status: str, arch: str, ptx: str,
         if (m := _TARGET.match(line)) and m["sm"] != arch:
             parts.append(f"PTX line {n}: {line.strip()} (assembling for {arch})")
     parts.append(f"nvJitLink {status}, -arch={arch}")
+    if any(_INTERNAL.search(m["text"]) for m in diags) or any(_INTERNAL.search(line) for line in other):
+        parts.insert(0, "ptxas failed inside itself (an internal compiler error), not on a rule of the PTX: "
+                        "please report the kernel to ptxdsl, which should refuse what ptxas cannot compile")
+        return AssembleError("\n".join(parts), loc=first_loc, rule="ptxas-internal")
     return AssembleError("\n".join(parts), loc=first_loc, rule="ptxas")
 
 

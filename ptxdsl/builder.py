@@ -30,6 +30,7 @@ from .isa import bulk, core, fence, mbarrier, tensormap, warp
 from .isa.decl import OPS, Op, infer_type
 from .isa.operands import REQUIRED, check_value
 from .target import resolve_target
+from .tensormap import TensorMapSpec
 from .types import b64, pred, scalar_type, u32, u64
 
 _IDENT = re.compile(r"^(?:[A-Za-z][A-Za-z0-9_]*|_[A-Za-z0-9_]+)$")          # a PTX identifier (no $)
@@ -192,7 +193,12 @@ class KernelBuilder:
     @_located
     def param_tensormap(self, name: str, spec=None) -> Param:
         """A CUtensorMap passed by value (.param .align 64 .b8 name[128]); its generic address comes
-        from mov.b64 + cvta.param.u64. `spec` (a TensorMapSpec) lets checks see its dtype and box."""
+        from mov.b64 + cvta.param.u64. `spec` (a TensorMapSpec, validated here) lets checks see its dtype and
+        box."""
+        if spec is not None:
+            if not isinstance(spec, TensorMapSpec):
+                raise DSLError(f"param_tensormap {name!r}: spec={spec!r} breaks 'a TensorMapSpec or None'")
+            spec.validate()
         p = Param(self._name(name), "tensormap", u64, loc=self._loc())
         p.tmap = spec
         self.kernel.params.append(p)

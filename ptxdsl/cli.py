@@ -198,7 +198,12 @@ def cmd_run(args) -> int:
             print(f"{path}: not run: {unavailable_reason()}")
             continue
         kw = {"kernel": kernels[0]} if Path(path).suffix == ".ptxd" else {}
-        ok, verdict = host(**kw)
+        try:
+            ok, verdict = host(**kw)
+        except PtxdslError as e:                # a launch or tensor-map error in the host check
+            _error(e)
+            bad += 1
+            continue
         print(f"{path}: {'PASS' if ok else 'FAIL'}: {verdict}")
         bad += 0 if ok else 1
     return 1 if bad else 0

@@ -6,6 +6,7 @@ where it came from (a builder call's file:line, or a .ptxd line).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import sys
@@ -27,9 +28,10 @@ class SourceLoc:
         return f"{base}:{self.line}" + (f":{self.col}" if self.col else "")
 
     @classmethod
-    def caller(cls) -> "SourceLoc":
-        """The first stack frame outside the ptxdsl package: the user's builder call."""
-        f = sys._getframe(1)
+    def caller(cls, skip: int = 0) -> "SourceLoc":
+        """The first stack frame outside the ptxdsl package: the user's builder call. `skip` passes over that
+        many frames first (a dataclass's generated __init__ has no file of its own)."""
+        f = sys._getframe(1 + skip)
         while f is not None:
             fn = f.f_code.co_filename
             if not _inside_package(fn):
@@ -39,13 +41,15 @@ class SourceLoc:
 
 
 _CONTEXTLIB = os.path.abspath(contextlib.__file__)
+_DATACLASSES = os.path.abspath(dataclasses.__file__)
 
 
 @functools.lru_cache(maxsize=None)
 def _inside_package(filename: str) -> bool:
-    """True for ptxdsl's own files and for contextlib (the frames of the builder's with-blocks)."""
+    """True for ptxdsl's own files, contextlib (the frames of the builder's with-blocks) and dataclasses
+    (dataclasses.replace of a spec)."""
     path = os.path.abspath(filename)
-    return path.startswith(_PKG_DIR + os.sep) or path == _CONTEXTLIB
+    return path.startswith(_PKG_DIR + os.sep) or path in (_CONTEXTLIB, _DATACLASSES)
 
 
 class PtxdslError(Exception):

@@ -10,6 +10,7 @@ the field and the rule. The runtime encodes a valid spec
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field, replace
 from numbers import Integral
 
@@ -78,10 +79,14 @@ def _broken(spec: "TensorMapSpec", what: str, shown: str, rule: str, text: str) 
     return TensorMapError(f"{what}={shown} breaks '{text}'{where}", loc=spec.loc, rule=f"tensormap.{rule}")
 
 
+def _is_int(v) -> bool:
+    return isinstance(v, Integral) and not isinstance(v, bool)
+
+
 def _each_in(spec, name, values, lo, hi, rule, text) -> None:
     """Every entry of a list field is an integer in lo..hi."""
     for i, v in enumerate(values):
-        if not isinstance(v, Integral) or not lo <= v <= hi:
+        if not _is_int(v) or not lo <= v <= hi:
             raise _broken(spec, f"{name}[{i}]", repr(v), rule, text)
 
 
@@ -109,7 +114,7 @@ def _check_dims(spec) -> None:
 
 def _check_address(spec) -> None:
     a, align = spec.global_address, spec.address_align
-    if not isinstance(a, Integral) or not 0 <= a < 2**64:
+    if not _is_int(a) or not 0 <= a < 2**64:
         raise _broken(spec, "global_address", repr(a), "address-range", "global_address is a 64-bit device address")
     if a % align:
         raise _broken(spec, "global_address", hex(a), "address-align",
@@ -175,7 +180,7 @@ def _check_im2col(spec) -> None:
                           f"dims[{i + 1}] + upper_corner[{i}] - lower_corner[{i}] >= 1 (a non-zero pixel box area)")
     for name, top in (("channels_per_pixel", MAX_CHANNELS_PER_PIXEL), ("pixels_per_column", MAX_PIXELS_PER_COLUMN)):
         v = getattr(spec, name)
-        if not isinstance(v, Integral) or not 1 <= v <= top:
+        if not _is_int(v) or not 1 <= v <= top:
             raise _broken(spec, name, repr(v), name.replace("_", "-"), f"{name} is 1..{top}")
     if spec.channels_per_pixel * spec.elem_bytes % 16:
         raise _broken(spec, "channels_per_pixel",
@@ -243,7 +248,7 @@ def _c_strides(shape, elem_bytes: int) -> tuple[int, ...]:
 
 def _outer_strides(shape, strides, elem_bytes: int, loc) -> tuple[int, ...]:
     """numpy-order byte strides (one per dimension) -> the driver's rank-1 strides, innermost first."""
-    strides = _c_strides(shape, elem_bytes) if strides is None else tuple(strides)
+    strides = _c_strides(shape, elem_bytes) if strides is None else _ints("strides", strides, loc)
     if len(strides) != len(shape):
         raise TensorMapError(f"len(strides)={len(strides)} breaks 'strides has one entry per shape dimension "
                              f"({len(shape)}), numpy order, bytes'", loc=loc, rule="tensormap.stride-count")
@@ -253,12 +258,49 @@ def _outer_strides(shape, strides, elem_bytes: int, loc) -> tuple[int, ...]:
     return tuple(reversed(strides[:-1]))
 
 
-def _reversed_or_empty(values) -> tuple[int, ...]:
-    return tuple(reversed(tuple(values))) if values is not None else ()
+def _reversed_or_empty(values, name="", loc=None) -> tuple[int, ...]:
+    return tuple(reversed(_ints(name, values, loc))) if values is not None else ()
+
+
+def _int(name: str, v, loc=None) -> int:
+    """A field's integer (numpy integers included), as a Python int; TensorMapError for anything else."""
+    if isinstance(v, bool) or not isinstance(v, Integral) and not hasattr(v, "__index__"):
+        raise TensorMapError(f"{name}={v!r} breaks 'an integer'", loc=loc, rule="tensormap.type")
+    return operator.index(v)
+
+
+def _as_int(v):
+    """`v` as a Python int when it is an integer of any kind (numpy's included), else unchanged."""
+    return operator.index(v) if not isinstance(v, (bool, int)) and isinstance(v, Integral) else v
+
+
+def _ints(name: str, values, loc=None) -> tuple[int, ...]:
+    """A list field as a tuple of Python ints; TensorMapError for a non-sequence or a non-integer entry."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__") and not hasattr(values, "__len__"):
+        raise TensorMapError(f"{name}={values!r} breaks 'a sequence of integers'", loc=loc, rule="tensormap.type")
+    items = tuple(values)
+    return tuple(_int(f"{name}[{i}]", v, loc) for i, v in enumerate(items))
 
 
 def _array_layout(arr):
-    """(shape, dtype, byte strides, device address) of an array-like, numpy order."""
+    """(shape, dtype, byte strides, device address) of an array-like, numpy order; TensorMapError naming what
+    is missing when `arr` is not one."""
+    try:
+        return _layout(arr)
+    except PtxdslError:
+        raise
+    except Exception as e:
+        raise TensorMapError(f"arr={_brief(arr)} breaks 'a DeviceArray, numpy array, torch tensor or "
+                             f"__cuda_array_interface__ object with shape, typestr and data' ({type(e).__name__}: "
+                             f"{e})", loc=SourceLoc.caller(), rule="tensormap.array") from None
+
+
+def _brief(v) -> str:
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _layout(arr):
     if callable(getattr(arr, "data_ptr", None)) and callable(getattr(arr, "stride", None)):
         if getattr(arr, "is_cuda", True) is False:
             raise TensorMapError(f"arr=<tensor on {arr.device}> breaks 'a tensor map's array is in device memory "
@@ -370,6 +412,19 @@ class TensorMapSpec:
             check(self)
         return self
 
+    def __post_init__(self):
+        if self.loc is None:                    # built directly: errors point at the user's constructor call
+            object.__setattr__(self, "loc", SourceLoc.caller(skip=2))
+        # numpy integers become Python ints; anything else stays for validate() to name with its field's rule
+        for name in ("dims", "strides", "box", "element_strides", "lower_corner", "upper_corner"):
+            values = getattr(self, name)
+            if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+                raise TensorMapError(f"{name}={_brief(values)} breaks 'a sequence of integers'", loc=self.loc,
+                                     rule="tensormap.type")
+            object.__setattr__(self, name, tuple(_as_int(v) for v in values))
+        for name in ("global_address", "channels_per_pixel", "pixels_per_column"):
+            object.__setattr__(self, name, _as_int(getattr(self, name)))
+
     @classmethod
     def tiled_for(cls, shape, dtype, box, *, strides=None, element_strides=None, interleave: str = "none",
                   swizzle: str = "none", l2_promotion: str = "none", oob_fill: str = "zero",
@@ -377,10 +432,11 @@ class TensorMapSpec:
         """A validated tiled map; shape/box/strides(bytes)/element_strides in numpy order (outermost first)."""
         loc = SourceLoc.caller()
         name = dtype_name(dtype, loc)
-        shape = tuple(shape)
+        shape = _ints("shape", shape, loc)
         spec = cls(dtype=name, dims=tuple(reversed(shape)),
                    strides=_outer_strides(shape, strides, DTYPES[name][1], loc),
-                   box=tuple(reversed(tuple(box))), element_strides=_reversed_or_empty(element_strides),
+                   box=tuple(reversed(_ints("box", box, loc))),
+                   element_strides=_reversed_or_empty(element_strides, "element_strides", loc),
                    interleave=interleave, swizzle=swizzle, l2_promotion=l2_promotion, oob_fill=oob_fill,
                    global_address=address, loc=loc)
         return spec.validate()
@@ -393,12 +449,13 @@ class TensorMapSpec:
         """A validated im2col map over an N[D][H]WC tensor; shape/strides numpy order, corners (D,H,W) order."""
         loc = SourceLoc.caller()
         name = dtype_name(dtype, loc)
-        shape = tuple(shape)
+        shape = _ints("shape", shape, loc)
         spec = cls(dtype=name, dims=tuple(reversed(shape)),
                    strides=_outer_strides(shape, strides, DTYPES[name][1], loc), box=(),
-                   element_strides=_reversed_or_empty(element_strides), interleave=interleave, swizzle=swizzle,
-                   l2_promotion=l2_promotion, oob_fill=oob_fill, global_address=address, kind="im2col",
-                   lower_corner=_reversed_or_empty(lower_corner), upper_corner=_reversed_or_empty(upper_corner),
+                   element_strides=_reversed_or_empty(element_strides, "element_strides", loc), interleave=interleave,
+                   swizzle=swizzle, l2_promotion=l2_promotion, oob_fill=oob_fill, global_address=address,
+                   kind="im2col", lower_corner=_reversed_or_empty(lower_corner, "lower_corner", loc),
+                   upper_corner=_reversed_or_empty(upper_corner, "upper_corner", loc),
                    channels_per_pixel=channels_per_pixel, pixels_per_column=pixels_per_column, loc=loc)
         return spec.validate()
 

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from ptxdsl.assembler import Assembled, Resources, assemble, nvjitlink_version, parse_resources
+from ptxdsl.assembler import (Assembled, Resources, _assemble_error, assemble, nvjitlink_version,
+                              parse_resources)
 from ptxdsl.errors import AssembleError, DSLError, SourceLoc
 
-EXAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "ptx-examples"
+GOLDEN = Path(__file__).resolve().parent / "golden"
 ELF_MAGIC = b"\x7fELF"
 
 TWO_KERNELS = """\
@@ -138,13 +139,6 @@ def spilling_module(values: int = 64) -> str:
             f"{loads}\n{stores}\n  ret;\n}}\n")
 
 
-def example(name: str) -> str:
-    path = EXAMPLES / name
-    if not path.is_file():
-        pytest.skip(f"reference PTX examples not present at {EXAMPLES}")
-    return path.read_text()
-
-
 def test_inline_module_gives_cubin_and_resources():
     out = assemble(TWO_KERNELS, "sm_90")
     assert isinstance(out, Assembled) and out.arch == "sm_90"
@@ -167,13 +161,26 @@ def test_tma_module_sm90a():
     assert r.const_bytes > 0
 
 
-def test_reference_tma_copy_kernel():
-    out = assemble(example("10_tma_copy_kernel_sm90a.ptx"), "sm_90a")
+@pytest.mark.parametrize("name", sorted(p.stem for p in GOLDEN.glob("*.ptx")))
+def test_golden_kernels_assemble(name):
+    out = assemble((GOLDEN / f"{name}.ptx").read_text(), "sm_90a")
     assert out.cubin.startswith(ELF_MAGIC)
-    assert set(out.kernels) == {"tma_copy_2d", "tma_multicast_pair"}
-    for r in out.kernels.values():
-        assert 2 <= r.registers <= 32 and r.spill_stores == 0
-    assert out.kernels["tma_copy_2d"].barriers == 1
+    assert set(out.kernels) == {name}
+    r = out.kernels[name]
+    assert 2 <= r.registers <= 64 and r.spill_stores == 0 and r.shared_bytes > 0
+
+
+def test_an_internal_compiler_error_is_told_apart_from_a_rule():
+    log = ("ptxas /tmp/k.ptx, line 3; fatal   : Internal Compiler Error (codegen): \"unexpected operand\"\n"
+           "ERROR NVJITLINK_ERROR_PTX_COMPILE: JIT the PTX (ptx)\n")
+    err = _assemble_error(log, "NVJITLINK_ERROR_PTX_COMPILE", "sm_90a", "a\nb\nld.v8.b16 x;\n",
+                          {3: SourceLoc("/src/k.py", 9)})
+    assert err.rule == "ptxas-internal" and err.loc == SourceLoc("/src/k.py", 9)
+    assert err.message.startswith("ptxas failed inside itself (an internal compiler error)")
+    assert "PTX line 3 (from k.py:9): ld.v8.b16 x;" in err.message
+    plain = _assemble_error("ptxas /tmp/k.ptx, line 3; error   : Unknown symbol 'x'\n", "E", "sm_90a",
+                            "a\nb\nc\n", {})
+    assert plain.rule == "ptxas" and plain.message.startswith("Unknown symbol 'x'")
 
 
 def test_report_has_one_line_per_kernel():

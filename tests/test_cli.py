@@ -77,3 +77,57 @@ def test_bad_file_reports_a_ptxdsl_error(tmp_path, capsys):
     bad.write_text("kernel k( {\n")
     assert main(["emit", str(bad)]) == 2
     assert "bad.ptxd:1" in capsys.readouterr().err
+
+
+def _error_of(capsys, argv, rc):
+    assert main(argv) == rc
+    err = capsys.readouterr().err
+    assert err.startswith("ptxdsl: error: "), err
+    return err
+
+
+def test_files_the_command_line_cannot_read_are_errors(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("kernel")
+    (tmp_path / "latin1.ptxd").write_bytes("// caf\xe9\n".encode("latin-1"))
+    (tmp_path / "empty.py").write_text("x = 1\n")
+    (tmp_path / "exits.py").write_text("import sys\nsys.exit(3)\n")
+    (tmp_path / "raises.py").write_text("x = 1\nraise ValueError('boom')\n")
+    (tmp_path / "syntax.py").write_text("def f(:\n")
+    cases = [
+        (str(tmp_path / "missing.py"), "missing.py: no such file"),
+        (str(tmp_path), "is a directory"),
+        (str(tmp_path / "notes.txt"), "not a .py or .ptxd file"),
+        (str(tmp_path / "latin1.ptxd"), "not UTF-8 text (byte 6"),
+        ("", "an empty file name was given"),
+        (str(tmp_path / "empty.py"), "empty.py: defines no kernels"),
+        (str(tmp_path / "exits.py"), "called sys.exit(3) while it was loaded"),
+        (str(tmp_path / "raises.py"), "raises.py:2: ValueError: boom"),
+        (str(tmp_path / "syntax.py"), "syntax.py:1: "),
+    ]
+    for cmd, rc in (("emit", 2), ("check", 1), ("run", 1)):
+        for path, text in cases:
+            assert text in _error_of(capsys, [cmd, path], rc), (cmd, path)
+
+
+def test_a_bad_file_does_not_stop_the_next(tmp_path, capsys):
+    missing = str(tmp_path / "missing.ptxd")
+    for cmd, rc in (("emit", 2), ("check", 1), ("run", 1)):
+        assert main([cmd, missing, str(EX / "tma_load_tile.ptxd")]) == rc
+        out = capsys.readouterr()
+        assert "missing.ptxd: no such file" in out.err
+        assert {"emit": ".entry tma_load_tile", "check": "assembled for sm_90a",
+                "run": "emitted tma_load_tile"}[cmd] in out.out
+
+
+def test_an_unknown_kernel_names_those_the_file_defines(capsys):
+    err = _error_of(capsys, ["emit", "--kernel", "nope", str(EX / "tma_load_tile.py")], 2)
+    assert "no kernel 'nope'; the file defines tma_load_tile" in err
+
+
+def test_check_does_not_leave_the_verifier_switched_off(monkeypatch, tmp_path, capsys):
+    monkeypatch.delenv("PTXDSL_VERIFY", raising=False)
+    import os
+
+    main(["check", str(EX / "tma_load_tile.py")])
+    capsys.readouterr()
+    assert "PTXDSL_VERIFY" not in os.environ

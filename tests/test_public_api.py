@@ -113,7 +113,6 @@ def test_kernel_options_raise_only_ptxdsl_errors(name, options):
     lambda k: k.shared("s", -1),
     lambda k: k.mbarrier("b", 10**9),
     lambda k: k.ld(px.u32, k.param_ptr("p"), vec=10**7),
-    lambda k: k.param_tensormap("t", "f32"),
     lambda k: k.param("p", None),
     lambda k: k.mov(1e39, px.f32),
     lambda k: k.mul(k.mov(1, px.u64), 3, mode="wide"),
@@ -130,3 +129,65 @@ def test_reported_escapes_are_ptxdsl_errors_or_assemble(build):
         return
     ptx = px.emit(k)
     px.assemble(ptx, ptx.target.arch)
+
+
+def test_a_tensormap_parameter_takes_a_spec_or_none():
+    with pytest.raises(px.DSLError, match=r"spec='f32' breaks 'a TensorMapSpec or None'") as e:
+        with px.kernel("t", verify=False) as k:
+            k.param_tensormap("t", "f32")
+    assert e.value.loc.file == __file__
+    with pytest.raises(px.TensorMapError, match="box-range"):
+        with px.kernel("t", verify=False) as k:
+            k.param_tensormap("t", px.TensorMapSpec(dtype="f32", dims=(64,), strides=(), box=(512,)))
+
+
+class _Interface:
+    def __init__(self, d):
+        self.__cuda_array_interface__ = d
+
+
+MAP_VALUES = [None, 0, 1, -1, 2, 16, 64, 256, 257, 2**31, 2**32, 2**40, 2**64, 1.5, math.nan, "x", "bf16", "f32",
+              "u8", "128B", "none", True, np.int8(5), np.uint8(200), np.int64(64), np.float32(2.0), px.bf16, px.u32,
+              (), (16,), (64, 64), (1, 2, 3, 4, 5, 6), [16, 16], (np.int8(100), np.int8(100)), (16.0, 16)]
+ARRAYS = [np.zeros((64, 64), np.float32), 5, "a", None, object(), _Interface({}), _Interface({"shape": (4,)}),
+          _Interface({"shape": (64, 64), "typestr": "<f4", "data": (0, False), "version": 3}),
+          _Interface({"shape": (64, 64), "typestr": "<V2", "data": (4096, False), "version": 3}),
+          _Interface({"shape": (64,), "typestr": "<f4", "data": 5, "version": 3}),
+          _Interface({"shape": "x", "typestr": 3, "data": (4096, False)}), np.zeros((2, 3), dtype=object)]
+value = st.sampled_from(MAP_VALUES)
+TILED_OPTIONS = st.dictionaries(st.sampled_from(["strides", "element_strides", "swizzle", "interleave",
+                                                 "l2_promotion", "oob_fill", "address"]), value, max_size=3)
+IM2COL_OPTIONS = st.dictionaries(st.sampled_from(["strides", "element_strides", "swizzle", "oob_fill", "address"]),
+                                 value, max_size=2)
+
+
+def _map_or_error(make):
+    """A spec the constructors return is valid (validate() accepts it again) and holds Python ints; a refusal
+    is a ptxdsl error located at the test's call."""
+    try:
+        spec = make()
+    except PtxdslError as e:
+        assert e.loc is not None and e.loc.file == __file__, e
+        return
+    assert spec.validate() is spec
+    assert all(type(v) is int for v in spec.dims + spec.strides + spec.box + spec.element_strides)
+
+
+@settings(max_examples=300)
+@given(value, value, value, TILED_OPTIONS)
+def test_tiled_for_raises_only_ptxdsl_errors(shape, dtype, box, options):
+    _map_or_error(lambda: px.TensorMapSpec.tiled_for(shape, dtype, box, **options))
+
+
+@settings(max_examples=300)
+@given(value, value, value, value, value, value, IM2COL_OPTIONS)
+def test_im2col_for_raises_only_ptxdsl_errors(shape, dtype, cpp, ppc, lower, upper, options):
+    _map_or_error(lambda: px.TensorMapSpec.im2col_for(shape, dtype, channels_per_pixel=cpp, pixels_per_column=ppc,
+                                                      lower_corner=lower, upper_corner=upper, **options))
+
+
+@settings(max_examples=200)
+@given(st.sampled_from(ARRAYS), value, value, value, value)
+def test_from_array_and_the_fields_raise_only_ptxdsl_errors(arr, box, dims, dtype, strides):
+    _map_or_error(lambda: px.TensorMapSpec.from_array(arr, box))
+    _map_or_error(lambda: px.TensorMapSpec(dims=dims, dtype=dtype, box=box, strides=strides).validate())

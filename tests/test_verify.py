@@ -438,8 +438,6 @@ def test_fixed_kernel_passes_clean(rule, bad, good, bad_opts, good_opts):
 
 @pytest.mark.parametrize("rule, bad, good, bad_opts, good_opts", CASES, ids=[f"{c[0]}-{c[1].__name__}" for c in CASES])
 def test_fixed_kernels_assemble(rule, bad, good, bad_opts, good_opts):
-    if rule == "smem-capacity":
-        pytest.skip("the fix moves the buffer to dynamic shared memory; nothing to assemble differently")
     px.assemble(px.emit(build(good, **good_opts)), "sm_90a")
 
 
