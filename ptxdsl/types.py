@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 
 @dataclass(frozen=True)
@@ -18,7 +19,7 @@ class ScalarType:
     def __repr__(self) -> str:
         return f"ptxdsl.{self.name}"
 
-    @property
+    @cached_property
     def ptx(self) -> str:
         return "." + self.name
 
@@ -26,14 +27,14 @@ class ScalarType:
     def nbytes(self) -> int:
         return max(1, self.bits // 8)
 
-    @property
+    @cached_property
     def reg_bits(self) -> int:
         """Width of the register class that holds this type (8-bit values live in 16-bit registers)."""
         if self.kind == "pred":
             return 1
         return max(16, self.bits)
 
-    @property
+    @cached_property
     def reg_class(self) -> str:
         """The register class a value of this type lives in, named as nvcc names it: p (.pred), rs (16-bit,
         halves included), r (32-bit integers), rd (64-bit integers), f (.f32), fd (.f64)."""

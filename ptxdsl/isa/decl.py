@@ -34,6 +34,7 @@ tests draw (`Op.choices`, `Op.excluded`).
 """
 from __future__ import annotations
 
+import functools
 import re
 from typing import ClassVar
 
@@ -211,12 +212,24 @@ def _compiled(cond: dict) -> tuple:
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=None)
+def _placeholders(template: str) -> tuple:
+    return tuple(_PLACEHOLDER.findall(template))
+
+
 def _fill(text: str, values: dict) -> str:
     return _PLACEHOLDER.sub(lambda m: values[m.group(1)], text)
 
 
 def spell_template(template: str, values: dict) -> str:
     """The template with each `<name>` replaced by values[name] (a string, or None to drop its group)."""
+    return _spell(template, tuple(values.items()))
+
+
+@functools.lru_cache(maxsize=4096)
+def _spell(template: str, items: tuple) -> str:
+    values = dict(items)
+
     def group(m):
         names = _PLACEHOLDER.findall(m.group(1))
         return _fill(m.group(1), values) if all(values.get(n) for n in names) else ""
@@ -346,7 +359,7 @@ class Op:
         """The mnemonic with its qualifiers, as PTX writes it."""
         cls = type(self)
         tokens = {}
-        for name in _PLACEHOLDER.findall(cls.ptx):
+        for name in _placeholders(cls.ptx):
             q = cls.quals.get(name)
             v = getattr(self, name, None)
             tokens[name] = q.ptx(v, self) if q is not None else (None if v is None else str(v))
