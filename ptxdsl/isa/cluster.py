@@ -67,8 +67,13 @@ class Mapa(Op):
     note = "run on the H200: mapa.shared::cluster.u32"
 
     def prepare(self, values):
-        space = GENERIC_OR_CLUSTER.normalize(values.get("space", "shared::cluster"))
-        values.setdefault("type", u64 if _address_width(values.get("addr"), space) == 64 else u32)
+        _default_address_type(values)
+
+
+def _default_address_type(values) -> None:
+    """.u32 or .u64 from the width of the address operand in its state space (mapa, getctarank)."""
+    space = GENERIC_OR_CLUSTER.normalize(values.get("space", "shared::cluster"))
+    values.setdefault("type", u64 if _address_width(values.get("addr"), space) == 64 else u32)
 
 
 class Getctarank(Op):
@@ -84,8 +89,7 @@ class Getctarank(Op):
     note = "run on the H200: getctarank.shared::cluster.u32"
 
     def prepare(self, values):
-        space = GENERIC_OR_CLUSTER.normalize(values.get("space", "shared::cluster"))
-        values.setdefault("type", u64 if _address_width(values.get("addr"), space) == 64 else u32)
+        _default_address_type(values)
 
 
 ST_TYPES = ("b32", "b64", "u32", "u64", "s32", "s64", "f32", "f64")
