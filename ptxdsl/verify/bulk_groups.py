@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 
 from .facts import key_name
-from .state import MAX_GROUPS, Pending, line
+from .state import MAX_GROUPS, Pending, first_overlap, line
 
 
 def _pending(st):
@@ -23,12 +23,10 @@ def join(cx, s, src, st, ctx):
 
 def overwrite(cx, s, rng, st):
     """Something writes `rng`: no pending bulk read may still be reading it."""
-    for x in _pending(st):
-        if x.range is not None and x.range.overlaps(rng):
-            cx.report("bulk-group-pending", f"this writes {key_name((rng.alloc, rng.off))} while the bulk copy "
-                      f"at {line(x.stmt)} may still be reading it; cp.async.bulk.commit_group and "
-                      f"cp.async.bulk.wait_group.read first", s, x.stmt)
-            return
+    if x := first_overlap(_pending(st), rng):
+        cx.report("bulk-group-pending", f"this writes {key_name((rng.alloc, rng.off))} while the bulk copy "
+                  f"at {line(x.stmt)} may still be reading it; cp.async.bulk.commit_group and "
+                  f"cp.async.bulk.wait_group.read first", s, x.stmt)
 
 
 def commit(cx, s, e, st, ctx):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from . import bulk_groups
 from .facts import key_name
-from .state import Pending, line
+from .state import Pending, first_overlap, line
 
 GENERIC_SHARED = ("shared", "shared::cta", "")     # spaces whose accesses may touch this CTA's shared memory
 
@@ -20,12 +20,10 @@ def access(cx, s, e, st, ctx):
     rng = cx.rng(e.addr, e.nbytes)
     if rng is None:
         return
-    for x in st.inflight:
-        if x.range is not None and x.range.overlaps(rng):
-            verb = "writes" if e.write else "reads"
-            cx.report("tma-load-race", f"this {verb} {key_name((rng.alloc, rng.off))} while the TMA load at "
-                      f"{line(x.stmt)} into it may still be in flight: wait on its mbarrier first", s, x.stmt)
-            break
+    if x := first_overlap(st.inflight, rng):
+        verb = "writes" if e.write else "reads"
+        cx.report("tma-load-race", f"this {verb} {key_name((rng.alloc, rng.off))} while the TMA load at "
+                  f"{line(x.stmt)} into it may still be in flight: wait on its mbarrier first", s, x.stmt)
     if e.write:
         bulk_groups.overwrite(cx, s, rng, st)
         st.dirty = st.dirty + (Pending(rng, s),)
@@ -36,18 +34,14 @@ def async_source(cx, s, src, st):
     writing it."""
     if src is None:
         return
-    for x in st.dirty:
-        if x.range is not None and x.range.overlaps(src):
-            cx.report("async-proxy-fence", f"this bulk copy reads {key_name((src.alloc, src.off))}, which "
-                      f"st.shared wrote at {line(x.stmt)} with no fence.proxy.async.shared::cta in between: "
-                      f"the async proxy may read stale data", s, x.stmt)
-            break
-    for x in st.inflight:
-        if x.range is not None and x.range.overlaps(src):
-            cx.report("tma-load-race", f"this bulk copy reads {key_name((src.alloc, src.off))} while the "
-                      f"TMA load at {line(x.stmt)} into it may still be in flight; wait on its barrier "
-                      f"first", s, x.stmt)
-            break
+    if x := first_overlap(st.dirty, src):
+        cx.report("async-proxy-fence", f"this bulk copy reads {key_name((src.alloc, src.off))}, which "
+                  f"st.shared wrote at {line(x.stmt)} with no fence.proxy.async.shared::cta in between: "
+                  f"the async proxy may read stale data", s, x.stmt)
+    if x := first_overlap(st.inflight, src):
+        cx.report("tma-load-race", f"this bulk copy reads {key_name((src.alloc, src.off))} while the "
+                  f"TMA load at {line(x.stmt)} into it may still be in flight; wait on its barrier "
+                  f"first", s, x.stmt)
 
 
 def fence(cx, s, e, st, ctx):

@@ -101,6 +101,11 @@ class Ctx:
     mc_log: list | None = None      # (barrier key, bytes) multicast into every CTA under a CTA-uniform branch
 
 
+def first_overlap(pending, rng) -> "Pending | None":
+    """The first outstanding access in `pending` whose range overlaps `rng`."""
+    return next((x for x in pending if x.range is not None and x.range.overlaps(rng)), None)
+
+
 def stmts_loc(stmts):
     return next((s.loc for s in stmts if getattr(s, "loc", None) is not None), None)
 
