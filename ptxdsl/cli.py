@@ -1,8 +1,10 @@
-"""`ptxdsl emit|check|run FILE...`: print, verify/assemble, or run the kernels a file defines.
+"""`ptxdsl emit|check|run|sass FILE...`, `ptxdsl docs [TOPIC]`: print, verify/assemble, run or disassemble the
+kernels a file defines; print the installed documentation.
 
 A .py file defines kernels at module level (builders, Kernel or Module objects); a .ptxd file is
-parsed by ptxdsl.lang. `run` also calls the file's `run(device=None, kernel=None)` host check when a
-GPU is present (for FILE.ptxd, the `run` of the sibling FILE.py, given the .ptxd kernel).
+parsed by ptxdsl.lang. `run` also calls the file's `run(device=None, kernel=None)` host check on the GPU
+(for FILE.ptxd, the `run` of the sibling FILE.py, given the .ptxd kernel); it exits 1 when a check fails or
+when nothing ran on a GPU, unless told --emit-only (emit and assemble, run nothing).
 """
 from __future__ import annotations
 
@@ -123,7 +125,7 @@ def cmd_emit(args) -> int:
             for k in kernels:
                 _warn(k)
             sys.stdout.write(ptx.text)
-            if args.check:
+            if args.resources:
                 from .assembler import assemble
 
                 print(assemble(ptx.text, _asm_arch(args), origins=ptx.origins).report(), file=sys.stderr)
@@ -175,38 +177,53 @@ def cmd_run(args) -> int:
     from .assembler import assemble
     from .runtime.driver import driver_available, unavailable_reason
 
-    gpu = driver_available()
-    bad = 0
+    gpu = not args.emit_only and driver_available()
+    passed = failed = not_run = 0
     for path in args.files:
         try:
             kernels, ns = _kernels_of(path, args)
             ptx = emit(_module_of(kernels, args))
+            for k in kernels:
+                _warn(k)
             t0 = time.perf_counter()
             assemble(ptx.text, _asm_arch(args), origins=ptx.origins)
         except PtxdslError as e:
             _error(e)
-            bad += 1
+            failed += 1
             continue
         names = ", ".join(k.name for k in kernels)
         print(f"{path}: emitted {names} (PTX {ptx.target.version} {ptx.target.arch}), assembled for {_asm_arch(args)} "
               f"in {1e3 * (time.perf_counter() - t0):.1f} ms")
-        host = _host_check(path, ns)
-        if host is None:
-            print(f"{path}: no host check (run function) to run")
+        if args.emit_only:
             continue
-        if not gpu:
-            print(f"{path}: not run: {unavailable_reason()}")
+        host = _host_check(path, ns)
+        if host is None or not gpu:
+            why = "no host check (a run() function) to run" if host is None else unavailable_reason()
+            print(f"{path}: not run: {why}")
+            not_run += 1
             continue
         kw = {"kernel": kernels[0]} if Path(path).suffix == ".ptxd" else {}
         try:
             ok, verdict = host(**kw)
         except PtxdslError as e:                # a launch or tensor-map error in the host check
             _error(e)
-            bad += 1
+            failed += 1
             continue
         print(f"{path}: {'PASS' if ok else 'FAIL'}: {verdict}")
-        bad += 0 if ok else 1
-    return 1 if bad else 0
+        passed, failed = passed + ok, failed + (not ok)
+    print(_run_summary(args, passed, failed, not_run), file=sys.stderr)
+    return 1 if failed or not_run else 0
+
+
+def _run_summary(args, passed: int, failed: int, not_run: int) -> str:
+    """The last line of `ptxdsl run`: what ran on the GPU, what did not, and why the exit status is what it is."""
+    if args.emit_only:
+        return (f"ptxdsl run: --emit-only: emitted and assembled; nothing ran on a GPU"
+                f"{f' ({failed} file(s) failed)' if failed else ''}")
+    text = f"ptxdsl run: {passed} passed on the GPU, {failed} failed, {not_run} not run"
+    if not_run and not passed and not failed:
+        text += " (nothing ran on a GPU; `ptxdsl run --emit-only` only emits and assembles)"
+    return text
 
 
 def _host_check(path, ns):
@@ -218,12 +235,64 @@ def _host_check(path, ns):
     return None
 
 
+def cmd_sass(args) -> int:
+    """Emit, assemble with nvJitLink and disassemble the cubin (ptxdsl.sass, the `sass` extra's nvdisasm)."""
+    from .assembler import assemble
+
+    failed = 0
+    for path in args.files:
+        try:
+            kernels, _ = _kernels_of(path, args)
+            ptx = emit(_module_of(kernels, args), line_info=args.line_info)
+            res = assemble(ptx, _asm_arch(args), options=("-lineinfo",) if args.line_info else ())
+            from . import sass                  # imported here: only this command needs nvdisasm
+
+            text = sass.disassemble(res.cubin, ptx=ptx)
+            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        except PtxdslError as e:
+            _error(e)
+            failed += 1
+    return 2 if failed else 0
+
+
+def cmd_docs(args) -> int:
+    """Print a documentation page or section from the installed docs (or, with --path, the page's file)."""
+    from . import docpages
+
+    if args.topic is None:
+        print(f"pages in {docpages.docs_dir()}:")
+        for name in docpages.page_names():
+            print(f"  {name}")
+        print("`ptxdsl docs PAGE` prints a page, `ptxdsl docs RULE` a verifier rule's section "
+              "(e.g. `ptxdsl docs expect-tx-mismatch`)")
+        return 0
+    if args.path:
+        print(docpages.page_path(args.topic.partition("#")[0]))
+        return 0
+    sys.stdout.write(docpages.lookup(args.topic))
+    return 0
+
+
+def version() -> str:
+    """The installed distribution's version (importlib.metadata), else the package's own __version__."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("ptxdsl")
+    except metadata.PackageNotFoundError:
+        from . import __version__
+
+        return __version__
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="ptxdsl", description=__doc__.splitlines()[0])
+    ap.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = ap.add_subparsers(dest="cmd", required=True)
     for name, fn, helptext in (("emit", cmd_emit, "print the PTX of the kernels a file defines"),
                                ("check", cmd_check, "verify the kernels and assemble them with nvJitLink"),
-                               ("run", cmd_run, "emit, assemble and (on a GPU) run each file's host check")):
+                               ("run", cmd_run, "emit, assemble and run each file's host check on the GPU"),
+                               ("sass", cmd_sass, "assemble the kernels and print their SASS (needs ptxdsl[sass])")):
         p = sub.add_parser(name, help=helptext)
         p.add_argument("files", nargs="+")
         p.add_argument("--arch", help="pin .target to this architecture and assemble for it (default: the "
@@ -231,11 +300,22 @@ def main(argv=None) -> int:
         p.add_argument("--kernel", help="only this kernel")
         p.add_argument("--ptx", help="pin .version (default: the lowest the kernels need)")
         if name == "emit":
-            p.add_argument("--check", action="store_true", help="also assemble and print resource usage")
+            p.add_argument("--resources", "--check", dest="resources", action="store_true",
+                           help="also assemble and print each kernel's resource usage on stderr (--check: the "
+                           "same)")
             p.add_argument("--source-comments", action="store_true", help="comment each PTX line with its origin")
+        if name in ("emit", "sass"):
             p.add_argument("--line-info", action="store_true",
-                           help=".file/.loc directives mapping the code to its source lines (profilers, debuggers)")
+                           help=".file/.loc directives mapping the code to its source lines (profilers, debuggers"
+                           "; `sass` interleaves them)")
+        if name == "run":
+            p.add_argument("--emit-only", action="store_true",
+                           help="emit and assemble only; run nothing (exit 0 without a GPU)")
         p.set_defaults(fn=fn)
+    p = sub.add_parser("docs", help="print the installed documentation: a page, or a verifier rule's section")
+    p.add_argument("topic", nargs="?", help="a page (verifier, api, ...), a rule (expect-tx-mismatch) or page#anchor")
+    p.add_argument("--path", action="store_true", help="print the file of the page instead of its text")
+    p.set_defaults(fn=cmd_docs)
     args = ap.parse_args(argv)
     try:
         return args.fn(args)

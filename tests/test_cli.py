@@ -1,8 +1,17 @@
-"""`ptxdsl emit|check|run` on the examples and on a kernel with a protocol bug."""
+"""`ptxdsl emit|check|run|sass|docs` on the examples and on a kernel with a protocol bug; `python -m ptxdsl`."""
+import subprocess
+import sys
 import textwrap
+import types
+from importlib import metadata
 from pathlib import Path
 
+import pytest
+
+import ptxdsl as px
+from ptxdsl import docpages
 from ptxdsl.cli import main
+from ptxdsl.verify import RULES
 
 ROOT = Path(__file__).resolve().parent.parent
 EX = ROOT / "examples"
@@ -20,9 +29,36 @@ def test_emit_ptxd_equals_py(capsys):
     assert capsys.readouterr().out == py
 
 
-def test_emit_check_reports_resources(capsys):
-    assert main(["emit", "--check", str(EX / "tma_load_tile.py")]) == 0
-    assert "tma_load_tile  sm_90a:" in capsys.readouterr().err
+def test_emit_resources_reports_them_on_stderr_and_check_is_the_same_flag(capsys):
+    reports = []
+    for flag in ("--resources", "--check"):
+        assert main(["emit", flag, str(EX / "tma_load_tile.py")]) == 0
+        out = capsys.readouterr()
+        assert out.out == (ROOT / "tests" / "golden" / "tma_load_tile.ptx").read_text()     # stdout stays PTX
+        reports.append(out.err)
+    assert reports[0] == reports[1]
+    assert reports[0].startswith("tma_load_tile  sm_90a: ") and " registers, " in reports[0]
+
+
+WARNS = """\
+import ptxdsl as px
+with px.kernel("wide", reqntid=32, reqnctapercluster=(4, 4)) as k:
+    pass
+"""
+
+
+def test_emit_prints_the_verifiers_warnings_on_stderr(tmp_path, capsys):
+    f = tmp_path / "wide.py"
+    f.write_text(WARNS)
+    assert main(["emit", str(f)]) == 0
+    out = capsys.readouterr()
+    assert ".entry wide" in out.out and "warning" not in out.out
+    assert "wide.py:2: cluster-size: warning: " in out.err
+
+
+def test_emit_without_warnings_prints_nothing_on_stderr(capsys):
+    assert main(["emit", str(EX / "tma_store_tile.py")]) == 0
+    assert capsys.readouterr().err == ""
 
 
 def test_emit_pinned_target(capsys):
@@ -36,21 +72,24 @@ def test_emit_arch_below_an_instructions_floor_is_an_error(capsys):
     assert "below the 8.0 that" in capsys.readouterr().err
 
 
+BAD_TX = textwrap.dedent("""\
+    import ptxdsl as px
+    with px.kernel("bad", reqntid=32) as k:
+        t = k.param_tensormap("m", px.TensorMapSpec.tiled_for((64, 64), "bf16", (64, 64)))
+        tile = k.shared("tile", 8192, align=128)
+        bar = k.mbarrier("bar")
+        with k.elect_one():
+            k.mbarrier_init(bar, 1)
+            k.fence_mbarrier_init()
+            k.mbarrier_arrive_expect_tx(bar, 8000)
+            k.cp_async_bulk_tensor(tile, t, (0, 0), mbar=bar)
+        k.mbarrier_wait(bar, parity=0)
+    """)
+
+
 def test_check_lists_findings_like_a_linter(tmp_path, capsys):
     bad = tmp_path / "bad.py"
-    bad.write_text(textwrap.dedent("""\
-        import ptxdsl as px
-        with px.kernel("bad", reqntid=32) as k:
-            t = k.param_tensormap("m", px.TensorMapSpec.tiled_for((64, 64), "bf16", (64, 64)))
-            tile = k.shared("tile", 8192, align=128)
-            bar = k.mbarrier("bar")
-            with k.elect_one():
-                k.mbarrier_init(bar, 1)
-                k.fence_mbarrier_init()
-                k.mbarrier_arrive_expect_tx(bar, 8000)
-                k.cp_async_bulk_tensor(tile, t, (0, 0), mbar=bar)
-            k.mbarrier_wait(bar, parity=0)
-        """))
+    bad.write_text(BAD_TX)
     assert main(["check", str(bad)]) == 1
     out = capsys.readouterr().out
     assert "bad.py:9: expect-tx-mismatch: mbarrier bar expects 8000 transaction bytes" in out
@@ -61,15 +100,41 @@ def test_check_clean_example(capsys):
     assert "assembled for sm_90a" in capsys.readouterr().out
 
 
-def test_run_without_gpu_says_why(capsys):
+def test_run_fails_when_nothing_ran_on_a_gpu(capsys):
     from ptxdsl.runtime.driver import driver_available
 
     rc = main(["run", str(EX / "tma_store_tile.py")])
-    out = capsys.readouterr().out
+    out = capsys.readouterr()
     if driver_available():
-        assert rc == 0 and "PASS" in out
+        assert rc == 0 and "tma_store_tile.py: PASS" in out.out
+        assert out.err.strip().endswith("1 passed on the GPU, 0 failed, 0 not run")
     else:
-        assert rc == 0 and "not run: " in out
+        assert rc == 1 and "tma_store_tile.py: not run: " in out.out
+        assert "0 passed on the GPU, 0 failed, 1 not run (nothing ran on a GPU; `ptxdsl run --emit-only`" in out.err
+
+
+def test_run_emit_only_emits_assembles_and_says_nothing_ran(capsys):
+    rc = main(["run", "--emit-only", str(EX / "tma_store_tile.py"), str(EX / "tma_load_tile.ptxd")])
+    out = capsys.readouterr()
+    assert rc == 0
+    assert "tma_store_tile.py: emitted tma_store_tile (PTX 8.0 sm_90), assembled for sm_90a" in out.out
+    assert "tma_load_tile.ptxd: emitted tma_load_tile" in out.out
+    assert "PASS" not in out.out and "not run" not in out.out
+    assert out.err.strip() == "ptxdsl run: --emit-only: emitted and assembled; nothing ran on a GPU"
+
+
+def test_run_emit_only_still_fails_on_a_bad_file(tmp_path, capsys):
+    assert main(["run", "--emit-only", str(tmp_path / "missing.py")]) == 1
+    assert "missing.py: no such file" in capsys.readouterr().err
+
+
+def test_run_a_file_without_a_host_check_is_not_run(tmp_path, capsys):
+    f = tmp_path / "plain.py"
+    f.write_text((EX / "tma_store_tile.py").read_text().split("\ndef run(")[0])
+    (tmp_path / "tile_common.py").write_text((EX / "tile_common.py").read_text())
+    assert main(["run", str(f)]) == 1
+    out = capsys.readouterr()
+    assert "plain.py: not run: no host check (a run() function) to run" in out.out
 
 
 def test_bad_file_reports_a_ptxdsl_error(tmp_path, capsys):
@@ -131,3 +196,113 @@ def test_check_does_not_leave_the_verifier_switched_off(monkeypatch, tmp_path, c
     main(["check", str(EX / "tma_load_tile.py")])
     capsys.readouterr()
     assert "PTXDSL_VERIFY" not in os.environ
+
+
+# ------------------------------------------------------------------ --version, python -m, docs, sass
+
+def test_version_is_the_installed_distributions(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    assert capsys.readouterr().out == f"ptxdsl {metadata.version('ptxdsl')}\n"
+
+
+def test_python_m_ptxdsl_runs_the_command_line(tmp_path):
+    """From outside the checkout: the installed package, not the working directory's."""
+    def ptxdsl(*argv):
+        return subprocess.run([sys.executable, "-m", "ptxdsl", *argv], capture_output=True, text=True, cwd=tmp_path,
+                              timeout=120, check=False)
+
+    v = ptxdsl("--version")
+    assert (v.returncode, v.stdout) == (0, f"ptxdsl {metadata.version('ptxdsl')}\n")
+    e = ptxdsl("emit", str(EX / "tma_store_tile.ptxd"))
+    assert e.returncode == 0, e.stderr
+    assert e.stdout == (ROOT / "tests" / "golden" / "tma_store_tile.ptx").read_text()
+    bad = ptxdsl("emit", "missing.py")
+    assert bad.returncode == 2 and bad.stderr.startswith("ptxdsl: error: missing.py: no such file")
+    usage = ptxdsl()
+    assert usage.returncode == 2 and "usage: ptxdsl" in usage.stderr
+
+
+def test_docs_lists_the_pages(capsys):
+    assert main(["docs"]) == 0
+    out = capsys.readouterr().out
+    for name in ("api", "isa", "language", "troubleshooting", "tensormap-replace", "verifier"):
+        assert f"\n  {name}\n" in out, name
+
+
+def test_docs_prints_a_page_a_section_and_a_path(capsys):
+    assert main(["docs", "verifier"]) == 0
+    assert capsys.readouterr().out == (ROOT / "docs" / "verifier.md").read_text()
+    assert main(["docs", "language#control-flow"]) == 0
+    section = capsys.readouterr().out
+    assert section.startswith("## Control flow\n") and "\n## " not in section
+    assert main(["docs", "--path", "verifier"]) == 0
+    assert Path(capsys.readouterr().out.strip()).read_text() == (ROOT / "docs" / "verifier.md").read_text()
+
+
+def test_docs_of_an_unknown_topic_is_an_error(capsys):
+    err = _error_of(capsys, ["docs", "no-such-rule"], 2)
+    assert "no page or section 'no-such-rule'; the pages are " in err and "verifier" in err
+    assert "no section 'nope' in verifier.md" in _error_of(capsys, ["docs", "verifier#nope"], 2)
+    assert "no page 'nope'" in _error_of(capsys, ["docs", "nope#x"], 2)
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_every_verifier_message_names_a_section_the_docs_command_prints(rule, capsys):
+    """A VerifyError says `ptxdsl docs ANCHOR`: that command prints the rule's own section."""
+    r = RULES[rule]
+    assert f"`ptxdsl docs {r.doc_anchor}`" in r.doc and f"docs/verifier.md#{r.doc_anchor}" in r.doc
+    assert main(["docs", r.doc_anchor]) == 0
+    section = capsys.readouterr().out
+    assert section.startswith(f'### <a id="{r.doc_anchor}"></a>{rule}')
+    assert section == docpages.lookup(f"verifier#{r.doc_anchor}")
+
+
+def test_a_verify_error_points_at_the_docs_command(tmp_path, capsys):
+    bad = tmp_path / "bad.py"
+    bad.write_text(BAD_TX)
+    err = _error_of(capsys, ["emit", str(bad)], 2)
+    assert "bad.py:9: expect-tx-mismatch: " in err
+    assert "(see `ptxdsl docs expect-tx-mismatch` or docs/verifier.md#expect-tx-mismatch)" in err
+
+
+def _fake_sass(monkeypatch):
+    """A stand-in ptxdsl.sass recording what the command hands to disassemble(cubin, *, ptx=None)."""
+    calls = []
+
+    def disassemble(cubin, *, ptx=None):
+        calls.append((cubin, ptx))
+        return f"SASS of {len(cubin)} bytes"
+
+    monkeypatch.setitem(sys.modules, "ptxdsl.sass", types.SimpleNamespace(disassemble=disassemble))
+    monkeypatch.setattr(px, "sass", sys.modules["ptxdsl.sass"], raising=False)
+    return calls
+
+
+def test_sass_disassembles_the_cubin_nvjitlink_made(monkeypatch, capsys):
+    calls = _fake_sass(monkeypatch)
+    path = str(EX / "tma_load_tile.py")
+    assert main(["sass", "--arch", "sm_90a", path]) == 0
+    (cubin, ptx), = calls
+    want = px.emit(px.module(*__import__("ptxdsl.cli").cli.load_kernels(path)[0]), arch="sm_90a")
+    assert ptx.text == want.text
+    assert cubin == px.assemble(want, "sm_90a").cubin and cubin[:4] == b"\x7fELF"
+    assert capsys.readouterr().out == f"SASS of {len(cubin)} bytes\n"
+
+
+def test_sass_line_info_and_kernel_selection(monkeypatch, capsys):
+    calls = _fake_sass(monkeypatch)
+    assert main(["sass", "--line-info", "--kernel", "tma_load_tile", str(EX / "tma_load_tile.ptxd")]) == 0
+    (_, ptx), = calls
+    assert '.file 1 "' in ptx.text and "tma_load_tile.ptxd" in ptx.text
+    assert _error_of(capsys, ["sass", "--kernel", "nope", str(EX / "tma_load_tile.py")], 2)
+
+
+def test_sass_of_an_example_for_real(capsys):
+    """With the `sass` extra installed (CI installs it): nvdisasm's SASS of the kernel's cubin."""
+    pytest.importorskip("ptxdsl.sass", reason="ptxdsl.sass is not in this tree")
+    rc = main(["sass", str(EX / "tma_load_tile.py")])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    assert "tma_load_tile" in out.out and "UTMALDG" in out.out

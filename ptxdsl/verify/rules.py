@@ -21,7 +21,9 @@ class Rule:
 
     @property
     def doc(self) -> str:
-        return f"{DOC}#{self.doc_anchor}"
+        """Where the fix is shown, as the verifier's messages say it: the command that prints the rule's section
+        of the installed docs, and the page in the repository."""
+        return f"`ptxdsl docs {self.doc_anchor}` or {DOC}#{self.doc_anchor}"
 
 
 RULES: dict[str, Rule] = {r.name: r for r in (
