@@ -1106,3 +1106,9 @@ def test_a_new_declaration_is_in_the_table_the_printer_and_the_builder():
         decl.OPS[:] = before
     with pytest.raises(px.DSLError, match="unknown instruction 'nanosleep'"):
         lang.loads("kernel k() {\n    nanosleep 1\n}\n")
+
+
+def test_two_forms_of_one_spelling_in_one_statement_are_an_error():
+    e = error_of("kernel k(u64 p) {\n    tensormap.replace.global_address.global_dim p, 1\n}\n", px.DSLError)
+    assert str(e).startswith("bad.ptxd:2:5: ")
+    assert ".global_address and .global_dim name different instructions" in str(e)

@@ -182,6 +182,10 @@ class Table:
                            f"{name}: expected the qualifier {need}")
         size = max(len(c.form) for c in fitting)
         chosen = tuple(c for c in fitting if len(c.form) == size)
+        forms = sorted(dict.fromkeys("." + ".".join(sorted(c.form)) for c in chosen))
+        if len(forms) > 1:
+            raise DSLError(f"{name}.{'.'.join(tokens)}: {' and '.join(forms)} name different instructions; "
+                           f"give one of them")
         row = self._rows.get(chosen)
         if row is None:
             methods = sorted({c.method for c in chosen})

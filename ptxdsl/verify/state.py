@@ -106,6 +106,14 @@ def first_overlap(pending, rng) -> "Pending | None":
     return next((x for x in pending if x.range is not None and x.range.overlaps(rng)), None)
 
 
+def placement(k, alloc, off) -> tuple[int, int]:
+    """(the alignment a shared buffer is guaranteed, the byte offset `off` into it sits at within that
+    alignment): a dynamic buffer sits at its offset in the kernel's dynamic window."""
+    if alloc.dynamic:
+        return k.dynamic_align, alloc.offset + off
+    return alloc.align, off
+
+
 def stmts_loc(stmts):
     return next((s.loc for s in stmts if getattr(s, "loc", None) is not None), None)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..ir import Addr, TensorMapRef
 from ..isa.effects import TmapEdit, TmapPublish
 from .facts import key_name
-from .state import line
+from .state import line, placement
 
 TENSORMAP_ALIGN = 128           # a shared-memory working copy of a tensor map
 
@@ -37,8 +37,7 @@ def _align(cx, s, v):
     if w is None or w[1] is None:
         return
     a, off = w
-    align = cx.k.dynamic_align if a.dynamic else a.align
-    addr = a.offset + off if a.dynamic else off
+    align, addr = placement(cx.k, a, off)
     if align < TENSORMAP_ALIGN or addr % TENSORMAP_ALIGN:
         cx.report("tensormap-align", f"the tensor map at {key_name(w)} is not {TENSORMAP_ALIGN}-byte aligned "
                   f"(buffer align {a.align}, offset {off}); keep shared copies of tensor maps 128-byte "

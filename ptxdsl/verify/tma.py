@@ -15,7 +15,7 @@ from ..ir import TensorMapRef
 from ..tensormap import SWIZZLE_SPAN
 from . import bulk_groups, memory, mbarrier, tensormaps, transactions
 from .facts import key_name
-from .state import Pending, imm, times
+from .state import Pending, imm, placement, times
 
 TMA_SMEM_ALIGN = 128
 
@@ -58,8 +58,7 @@ def _smem_align(cx, s, v, spec, what):
     if w is None or w[1] is None:
         return
     a, off = w
-    align = cx.k.dynamic_align if a.dynamic else a.align
-    addr = a.offset + off if a.dynamic else off
+    align, addr = placement(cx.k, a, off)
     if align < need or addr % need:
         why = f"its {swz} swizzle pattern repeats every {need} bytes" if span else "TMA boxes need 128 bytes"
         cx.report("tma-smem-align", f"{what} {key_name(w)} is only {math.gcd(align, addr) if addr else align}-"
