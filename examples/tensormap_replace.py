@@ -60,9 +60,9 @@ def run(device=None, kernel=None):
     a_buf, b_buf = DeviceArray.to_device(a), DeviceArray.to_device(b)
     out = DeviceArray.to_device(np.full_like(a, np.nan))
     maps = DeviceArray.zeros((grid[0] * grid[1], MAP_BYTES), np.uint8)
-    prog["tensormap_replace"](px.TensorMapSpec.from_array(a_buf, (TILE, TILE)),
-                                  px.TensorMapSpec.from_array(out, (TILE, TILE)), maps, b_buf.ptr,
-                                  grid=grid, block=THREADS)
+    prog["tensormap_replace"](px.TensorMapSpec.from_array(a_buf, (TILE, TILE)),    # src: the map of A
+                              px.TensorMapSpec.from_array(out, (TILE, TILE)),      # dst
+                              maps, b_buf.ptr, grid=grid, block=THREADS)           # the slots, B's address
     got = out.to_host()
     ok = got.view(np.uint16).tobytes() == b.view(np.uint16).tobytes()
     return ok, f"tensormap_replace: {ROWS}x{COLS} bf16 loaded through the edited map, equal to B={ok}"

@@ -300,9 +300,10 @@ def test_sass_line_info_and_kernel_selection(monkeypatch, capsys):
 
 
 def test_sass_of_an_example_for_real(capsys):
-    """With the `sass` extra installed (CI installs it): nvdisasm's SASS of the kernel's cubin."""
+    """With the `sass` extra installed (CI installs it): nvdisasm's SASS of the cubin, the builder's lines between."""
     pytest.importorskip("ptxdsl.sass", reason="ptxdsl.sass is not in this tree")
-    rc = main(["sass", str(EX / "tma_load_tile.py")])
+    rc = main(["sass", "--line-info", str(EX / "tma_load_tile.py")])
     out = capsys.readouterr()
     assert rc == 0, out.err
-    assert "tma_load_tile" in out.out and "UTMALDG" in out.out
+    assert ".text.tma_load_tile" in out.out and "UTMALDG" in out.out            # the TMA load
+    assert "k.cp_async_bulk_tensor(tile, tmap, (x, y), mbar=bar)" in out.out    # tile_common.py's line
