@@ -1,0 +1,49 @@
+"""What the wheel is made of: every folder of ptxdsl/ is a listed package, the grammar and the docs ride along
+as package data, the license is the SPDX string with its file, and the package says it is typed. (.ci/run builds
+the wheel, installs it into a clean environment and uses it from outside the checkout.)"""
+from pathlib import Path
+
+import pytest
+
+tomllib = pytest.importorskip("tomllib")
+
+ROOT = Path(__file__).resolve().parent.parent
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+SETUPTOOLS = PYPROJECT["tool"]["setuptools"]
+
+
+def test_every_folder_of_the_package_is_in_the_wheel():
+    folders = {".".join(("ptxdsl", *d.relative_to(ROOT / "ptxdsl").parts)).rstrip(".")
+               for d in [ROOT / "ptxdsl", *(ROOT / "ptxdsl").rglob("*")]
+               if d.is_dir() and "__pycache__" not in d.parts and any(d.glob("*.py"))}
+    missing = folders - set(SETUPTOOLS["packages"])
+    assert not missing, f"add {sorted(missing)} to [tool.setuptools] packages in pyproject.toml"
+
+
+def test_the_grammar_and_the_docs_ship_as_package_data():
+    assert SETUPTOOLS["package-dir"] == {"ptxdsl.grammar": "grammar", "ptxdsl.docs": "docs"}
+    data = SETUPTOOLS["package-data"]
+    assert data["ptxdsl.grammar"] == ["*.lark"] and data["ptxdsl.docs"] == ["*.md"]
+    assert data["ptxdsl"] == ["py.typed"] and (ROOT / "ptxdsl" / "py.typed").is_file()
+    assert {"ptxdsl.grammar", "ptxdsl.docs"} <= set(SETUPTOOLS["packages"])
+
+
+def test_the_license_is_apache_2():
+    project = PYPROJECT["project"]
+    assert project["license"] == "Apache-2.0" and project["license-files"] == ["LICENSE"]
+    text = (ROOT / "LICENSE").read_text()
+    assert "Apache License\n                           Version 2.0, January 2004" in text
+    assert "END OF TERMS AND CONDITIONS" in text
+    # PEP 639's license string needs setuptools 77 or later to build
+    assert any(r.replace(" ", "") == "setuptools>=77" for r in PYPROJECT["build-system"]["requires"])
+
+
+def test_the_command_line_is_an_entry_point_and_a_module():
+    assert PYPROJECT["project"]["scripts"] == {"ptxdsl": "ptxdsl.cli:main"}
+    assert (ROOT / "ptxdsl" / "__main__.py").is_file()
+
+
+def test_the_version_is_one_number():
+    import ptxdsl
+
+    assert ptxdsl.__version__ == PYPROJECT["project"]["version"]
