@@ -32,12 +32,21 @@ def assemble(ptx, arch: str = "sm_90a", **kw):
     return _assemble(ptx, arch, **kw)
 
 
-def __getattr__(name):
-    if name == "Assembled":             # nvJitLink is imported only when something assembles
-        from .assembler import Assembled
+# Names whose modules load the CUDA driver bindings, nvJitLink or numpy: imported on first use, so that
+# `import ptxdsl` stays what building and printing a kernel needs.
+_LAZY = {"Assembled": "assembler", "Resources": "assembler", "Program": "program"}
 
-        return Assembled
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
     raise AttributeError(f"module 'ptxdsl' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
 
 
 __all__ = [

@@ -1,14 +1,18 @@
 """PTX text -> cubin through nvJitLink (ptxas in-process), with a resource report and
-ptxas's diagnostics mapped back to PTX lines and their source locations."""
+ptxas's diagnostics mapped back to PTX lines and their source locations; with cache=True the cubin comes
+from the on-disk cache (ptxdsl.cache) when the same PTX was assembled the same way before."""
 from __future__ import annotations
 
+import functools
+import os
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from cuda.bindings import nvjitlink
-
+from . import cache as _cache
 from .errors import AssembleError, DSLError
+from .log import logger, stage
 
 _ARCH = re.compile(r"sm_\d{2,3}[af]?")
 _INPUT_NAME = "ptxdsl.ptx"
@@ -32,6 +36,12 @@ _FIELD_OF = {
     "spill loads": "spill_loads",
 }
 _LINKER_FIELDS = frozenset({"registers", "shared_bytes", "const_bytes"})
+# ptxas compiles nvJitLink's PTX inputs as relocatable code (ptxas -c) and then drops every setmaxnreg
+# (C7504); a whole-program compile (the driver JIT's) keeps it. No nvJitLink or -Xptxas option changes that
+# (measured with nvJitLink 13.5: -Xptxas -ewp, -kernels-used, -maxrregcount, -O3, ...).
+_SETMAXNREG_DROPPED = re.compile(r"\(C7504\)[^\n]*setmaxnreg")
+_ELF = b"\x7fELF"
+_WHEEL = "nvidia_nvjitlink-"
 
 
 @dataclass(frozen=True)
@@ -72,20 +82,46 @@ class Assembled:
             for name, r in self.kernels.items()
         )
 
+    @property
+    def setmaxnreg_dropped(self) -> bool:
+        """True when ptxas dropped the module's setmaxnreg instructions (info C7504: nvJitLink compiles PTX as
+        relocatable code); the driver JIT's whole-program compile keeps them."""
+        return bool(_SETMAXNREG_DROPPED.search(self.info_log))
+
 
 def nvjitlink_version() -> tuple[int, int]:
     """nvJitLinkVersion: the (major, minor) of the loaded nvJitLink library."""
+    from cuda.bindings import nvjitlink
+
     major, minor = nvjitlink.version()
     return int(major), int(minor)
 
 
+@functools.cache
+def nvjitlink_release() -> str:
+    """The nvJitLink release: '13.5.37' from the nvidia-nvjitlink wheel's metadata directory, found without
+    loading the 60 MB library (so a cache hit costs no nvJitLink load; importlib.metadata alone takes ~20 ms
+    to import); 'major.minor' from nvJitLinkVersion when no wheel is installed."""
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for n in names:
+            if n.startswith(_WHEEL) and n.endswith(".dist-info"):
+                return n[len(_WHEEL):-len(".dist-info")]
+    return "%d.%d" % nvjitlink_version()
+
+
 def assemble(ptx, arch: str = "sm_90a", *, origins: Mapping[int, object] | None = None,
-             options: Sequence[str] = ()) -> Assembled:
+             options: Sequence[str] = (), cache: bool = False) -> Assembled:
     """Assemble one PTX module for `arch` with nvJitLink (`-arch=<arch> -verbose` plus `options`).
 
     `ptx` is PTX text or an emitted `ptxdsl.PTX` (whose line origins are then used). `origins` maps
     1-based PTX line numbers to source locations; an AssembleError names the PTX line and its origin
-    for every ptxas diagnostic that points at a line.
+    for every ptxas diagnostic that points at a line. cache=True looks the result up in the on-disk cache
+    first (keyed by the PTX, the arch, the options, the nvJitLink release and ptxdsl's version) and stores it
+    there after assembling; failures are never cached.
     """
     if not isinstance(ptx, str):
         origins = ptx.origins if origins is None else origins
@@ -94,6 +130,59 @@ def assemble(ptx, arch: str = "sm_90a", *, origins: Mapping[int, object] | None 
     if isinstance(options, str):
         raise DSLError(f"options={options!r} must be a sequence of option strings, not one string")
     opts = [f"-arch={arch}", "-verbose", *options]
+    name = None
+    if cache and _cache.enabled():
+        name = cache_key(ptx, opts)
+        with stage("cache lookup", arch):
+            hit = _cached(name, arch)
+        if hit is not None:
+            logger.debug("cache hit: cubin %s (%s, %d bytes)", name[:16], arch, len(hit.cubin))
+            return hit
+        logger.debug("cache miss: cubin %s (%s)", name[:16], arch)
+    with stage("assemble", arch):
+        result = _assemble(ptx, arch, opts, origins)
+    if name is not None:
+        _store(name, result)
+    return result
+
+
+def cache_key(ptx: str, opts: Sequence[str]) -> str:
+    """The cache key of a PTX module assembled with nvJitLink options `opts` (the -arch included)."""
+    from . import __version__
+
+    return _cache.key("ptxdsl", __version__, "nvJitLink", nvjitlink_release(), *opts, "ptx", ptx)
+
+
+def _cached(name: str, arch: str) -> Assembled | None:
+    """The Assembled stored under `name`; None when absent or when the payload is not (log, ELF cubin)."""
+    payload = _cache.get("cubin", name)
+    if payload is None:
+        return None
+    n = int.from_bytes(payload[:8], "little")
+    info_log, cubin = payload[8:8 + n].decode(errors="replace"), payload[8 + n:]
+    if len(payload) < 8 + n or not cubin.startswith(_ELF):
+        logger.debug("cache: entry %s holds no cubin; rebuilding", name[:16])
+        return None
+    return Assembled(cubin=cubin, arch=arch, info_log=info_log, kernels=parse_resources(info_log))
+
+
+def _store(name: str, result: Assembled) -> None:
+    """Cache the result, unless the nvJitLink that made it is not the release the key names."""
+    release = nvjitlink_release()
+    loaded = "%d.%d" % nvjitlink_version()
+    if release != loaded and not release.startswith(loaded + "."):
+        logger.debug("cache: not storing %s: nvJitLink %s is loaded, the installed wheel is %s", name[:16],
+                     loaded, release)
+        return
+    log = result.info_log.encode()
+    path = _cache.put("cubin", name, len(log).to_bytes(8, "little") + log + result.cubin)
+    if path is not None:
+        logger.debug("cache store: cubin %s -> %s", name[:16], path)
+
+
+def _assemble(ptx: str, arch: str, opts: list, origins) -> Assembled:
+    from cuda.bindings import nvjitlink
+
     data = ptx.encode()
     try:
         handle = nvjitlink.create(len(opts), opts)
@@ -189,7 +278,7 @@ def _check_arch(arch: object) -> None:
                        f"(e.g. 'sm_90a', 'sm_100a')")
 
 
-def _read_bytes(handle: int, size_of, read) -> bytes:
+def _read_bytes(handle, size_of, read) -> bytes:
     """Call an nvJitLink get-size / get-buffer pair and return the buffer."""
     size = size_of(handle)
     buf = bytearray(size)

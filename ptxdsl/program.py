@@ -1,7 +1,12 @@
-"""compile(): emit a kernel or module, JIT-load its PTX with cuModuleLoadData, and launch its kernels.
+"""compile(): emit a kernel or module, load nvJitLink's cubin for the device (cached on disk), and launch its kernels.
 
     prog = ptxdsl.compile(k)
     prog["copy"](tmap_spec, out_array, 1024, grid=(8, 4), block=128)
+    print(prog.resources["copy"], prog["copy"].sass)
+
+The cubin is the one `ptxdsl check` reports on, assembled for the device's arch (sm_90a on an H200); the
+driver JIT compiles the PTX instead only where nvJitLink cannot serve (ptxdsl.cubin says when, and the
+`ptxdsl` logger says why). docs/compile.md has the whole path, the cache and the inspection properties.
 
 A kernel built with debug=True gets a hidden record in mapped host memory (ptxdsl.runtime.watchdog); a
 wait that gives up writes its site there and traps, and the launch raises KernelTrap naming the waiting line.
@@ -9,24 +14,62 @@ wait that gives up writes its site there and traps, and the launch raises Kernel
 from __future__ import annotations
 
 import os
+import re
 
 from .emit import PTX, emit
 from .errors import CudaError, LaunchError, SourceLoc
+from .log import logger, stage
 
 
 class Program:
-    """A loaded module: `prog[name]` is a launcher for one of its kernels."""
+    """A loaded module: `prog[name]` is a launcher for one of its kernels. `.ptx` is the emitted PTX, `.cubin` the
+    image the device loaded (None when the driver JIT compiled the PTX: `.jit_reason` says why), `.sass` its
+    machine code as text, `.resources` each kernel's registers, shared memory and spills, `.arch` the cubin's."""
 
     def __init__(self, obj, *, arch: str | None = None, ptx=None, device=None, line_info: bool | None = None):
-        from .runtime import Device, load_ptx
+        from .cubin import device_arch, prepare
+        from .dump import dump
+        from .runtime import current_device
+        from .runtime.module import driver_version
 
         if line_info is None:
             line_info = os.environ.get("PTXDSL_LINE_INFO", "") not in ("", "0")
-        self.ptx: PTX = obj if isinstance(obj, PTX) else emit(obj, arch=arch, ptx=ptx, line_info=line_info)
-        self.device = device or Device(0)
+        if isinstance(obj, PTX):
+            self.ptx: PTX = obj
+        else:
+            with stage("emit"):
+                self.ptx = emit(obj, arch=arch, ptx=ptx, line_info=line_info)
+        self.device = device or current_device()
         self.device.set_current()
-        self.module = load_ptx(self.ptx.text, line_info=line_info)
+        self.arch = device_arch(self.device.compute_capability, self.ptx.target.arch)
+        self.image = prepare(self.ptx, self.arch, driver=driver_version(), line_info=line_info)
+        self.jit_reason = self.image.jit_reason
+        self.module = self._load(line_info)
         self._launchers: dict = {}
+        self._sass: str | None = None
+        dump(self.ptx, self.cubin)
+
+    def _load(self, line_info: bool):
+        """cuModuleLoadData of the cubin; the PTX through the driver JIT when there is none or the driver refuses
+        it (a cubin newer than the driver, say), with the reason logged and kept in .jit_reason."""
+        from .runtime.module import CUBIN_REFUSED, load_cubin, load_ptx
+
+        name = "+".join(self.ptx.kernels) or "ptxdsl"
+        image = self.image.cubin
+        if image is not None:
+            try:
+                with stage("load", f"cubin {self.arch}"):
+                    return load_cubin(image, name=name)
+            except CudaError as e:
+                if e.name not in CUBIN_REFUSED:
+                    raise
+                self.jit_reason = f"the driver refused nvJitLink's {self.arch} cubin: {e.name}"
+                logger.info("loading the PTX through the driver JIT: %s", self.jit_reason)
+        with stage("load", "PTX through the driver JIT"):
+            module = load_ptx(self.ptx.text, name=name, line_info=line_info, verbose=True)
+        if module.info_log:
+            logger.debug("driver JIT log of %s:\n%s", name, module.info_log)
+        return module
 
     def __getitem__(self, name: str) -> "Launcher":
         if name not in self._launchers:
@@ -38,6 +81,57 @@ class Program:
     @property
     def text(self) -> str:
         return self.ptx.text
+
+    @property
+    def loaded_from(self) -> str:
+        """'cubin' (nvJitLink's, loaded as is) or 'ptx' (compiled by the driver JIT)."""
+        return "ptx" if self.jit_reason else "cubin"
+
+    @property
+    def cubin(self) -> bytes | None:
+        """The cubin the device loaded; None when the driver JIT compiled the PTX (it keeps its machine code)."""
+        return None if self.jit_reason else self.image.cubin
+
+    @property
+    def sass(self) -> str:
+        """The loaded cubin's SASS, each source line under its code when compiled with line_info (nvdisasm, the
+        `ptxdsl[sass]` extra). SassError when nvdisasm is missing or the driver JIT compiled the PTX."""
+        from .sass import SassError, disassemble
+
+        if self._sass is None:
+            if self.cubin is None:
+                raise SassError(f"no SASS: the module was loaded through the driver JIT ({self.jit_reason}), "
+                                f"which keeps its machine code to itself", rule="sass.no-cubin")
+            self._sass = disassemble(self.cubin, ptx=self.ptx)
+        return self._sass
+
+    @property
+    def resources(self) -> dict:
+        """Each kernel's Resources: nvJitLink's report for the loaded cubin (as `ptxdsl check` prints it); for a
+        module the driver JIT compiled, the driver's function attributes (registers, static shared, const and
+        local bytes; the driver reports no spill or barrier counts, so those read 0)."""
+        if not self.jit_reason:
+            return dict(self.image.assembled.kernels)
+        from .assembler import Resources
+
+        out = {}
+        for name in self.ptx.kernels:
+            a = self.module.function(name).attributes
+            out[name] = Resources(registers=a["num_regs"], shared_bytes=a["static_shared_bytes"],
+                                  const_bytes=a["const_bytes"], stack_frame=a["local_bytes"])
+        return out
+
+    def __repr__(self) -> str:
+        return (f"<Program {', '.join(self.ptx.kernels)} on {self.device!r}: "
+                f"{'cubin ' + self.arch if not self.jit_reason else 'driver JIT'}>")
+
+
+def entry_text(ptx_text: str, name: str) -> str:
+    """The `.entry name(...) ... }` block of one kernel in emitted PTX text (the emitter closes each at column 0)."""
+    m = re.search(rf"^(?:\.visible )?\.entry {re.escape(name)}\b.*?^}}\n", ptx_text, re.MULTILINE | re.DOTALL)
+    if m is None:
+        raise KeyError(f"no .entry {name!r} in this PTX")
+    return m.group(0)
 
 
 class Launcher:
@@ -70,6 +164,28 @@ class Launcher:
         finally:
             if record is not None:
                 record.free()
+
+    @property
+    def ptx(self) -> str:
+        """This kernel's .entry out of the module's PTX text."""
+        return entry_text(self.program.ptx.text, self.info.name)
+
+    @property
+    def cubin(self) -> bytes | None:
+        """The module's cubin (one image holds every kernel of the module); None after a driver JIT load."""
+        return self.program.cubin
+
+    @property
+    def sass(self) -> str:
+        """This kernel's SASS (see Program.sass)."""
+        from .sass import kernel_section
+
+        return kernel_section(self.program.sass, self.info.name)
+
+    @property
+    def resources(self):
+        """This kernel's Resources: registers, shared/const/stack bytes, spills (see Program.resources)."""
+        return self.program.resources[self.info.name]
 
 
 def check_cluster_launch(info, cluster) -> None:

@@ -7,7 +7,9 @@ Parsing only builds data: nothing in the file is executed.
 from __future__ import annotations
 
 import functools
+import hashlib
 import struct
+import sys
 from importlib import resources
 from pathlib import Path
 
@@ -15,7 +17,9 @@ import lark
 from lark import Token, Transformer_NonRecursive, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
+from .. import cache
 from ..errors import ParseError, PtxdslError, SourceLoc
+from ..log import stage
 from . import ast
 
 GRAMMAR_FILE = "ptxdsl.lark"
@@ -73,9 +77,27 @@ class _JoinBrackets:
 
 @functools.lru_cache(maxsize=1)
 def parser() -> lark.Lark:
-    """The LALR parser (built once)."""
-    return lark.Lark(grammar_text(), parser="lalr", lexer="contextual", propagate_positions=True,
-                     maybe_placeholders=True, postlex=_JoinBrackets())
+    """The LALR parser (built once per process; its tables come from Lark's own cache file when one matches)."""
+    text = grammar_text()
+    table = _lark_cache(text)
+    with stage("parser build"):             # cache_grammar: the tests' Hypothesis strategy reads .grammar
+        return lark.Lark(text, parser="lalr", lexer="contextual", propagate_positions=True,
+                         maybe_placeholders=True, postlex=_JoinBrackets(), cache=table, cache_grammar=bool(table))
+
+
+def _lark_cache(grammar: str) -> str | bool:
+    """The file Lark caches the parser tables in (in ptxdsl's cache directory), or False when caching is off or
+    the directory cannot be made. Lark checks the grammar, its options, its version and Python's in the file and
+    rebuilds on any difference or damage; the name holds the grammar's hash so two grammars never share a file."""
+    if not cache.enabled():
+        return False
+    folder = cache.cache_dir() / "lark"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    digest = hashlib.sha256(grammar.encode()).hexdigest()[:16]
+    return str(folder / f"ptxdsl-{digest}-lark{lark.__version__}-py{sys.version_info[0]}{sys.version_info[1]}.cache")
 
 
 def parse(text: str, filename: str = "<string>") -> ast.Module:

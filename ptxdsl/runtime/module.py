@@ -1,4 +1,5 @@
-"""PTX modules JIT-loaded by the driver (cuModuleLoadDataEx) and the kernels in them."""
+"""Modules loaded into the driver (cuModuleLoadData of a cubin, cuModuleLoadDataEx of PTX for the driver's JIT)
+and the kernels in them."""
 from __future__ import annotations
 
 import functools
@@ -17,9 +18,30 @@ def _log_text(buf: bytearray) -> str:
     return bytes(buf).split(b"\0", 1)[0].decode(errors="replace").strip()
 
 
-def load_ptx(ptx_text: str, *, name: str = "ptxdsl", line_info: bool = False) -> "Module":
+# cuModuleLoadData's answers to a cubin this driver cannot take (made by a newer toolkit, for another GPU):
+# the PTX can still go through the driver's JIT.
+CUBIN_REFUSED = frozenset({"CUDA_ERROR_INVALID_IMAGE", "CUDA_ERROR_NO_BINARY_FOR_GPU",
+                           "CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "CUDA_ERROR_INVALID_SOURCE"})
+
+
+def driver_version() -> tuple[int, int]:
+    """The CUDA version the driver supports (cuDriverGetVersion), e.g. (13, 0) for a 580 driver."""
+    v = call(driver.cuDriverGetVersion)
+    return v // 1000, (v % 1000) // 10
+
+
+def load_cubin(image: bytes, *, name: str = "ptxdsl") -> "Module":
+    """Load a cubin (an ELF image nvJitLink made) into the current device's context with cuModuleLoadData; no JIT
+    runs. A failure raises CudaError (its .name in CUBIN_REFUSED when the driver cannot take this image)."""
+    device = current_device()
+    handle = call(driver.cuModuleLoadData, image)
+    return Module(handle, name, device)
+
+
+def load_ptx(ptx_text: str, *, name: str = "ptxdsl", line_info: bool = False, verbose: bool = False) -> "Module":
     """JIT-load PTX text into the current device's context; a failure raises CudaError carrying the JIT error log.
-    line_info: CU_JIT_GENERATE_LINE_INFO, so tools map the machine code to the PTX's .loc lines."""
+    line_info: CU_JIT_GENERATE_LINE_INFO, so tools map the machine code to the PTX's .loc lines. verbose:
+    CU_JIT_LOG_VERBOSE, so the module's info_log holds ptxas's report (registers, ignored setmaxnreg ...)."""
     device = current_device()
     info, error = bytearray(JIT_LOG_BYTES), bytearray(JIT_LOG_BYTES)
     options = [_JIT.CU_JIT_INFO_LOG_BUFFER, _JIT.CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
@@ -27,6 +49,9 @@ def load_ptx(ptx_text: str, *, name: str = "ptxdsl", line_info: bool = False) ->
     values = [info, JIT_LOG_BYTES, error, JIT_LOG_BYTES]
     if line_info:
         options.append(_JIT.CU_JIT_GENERATE_LINE_INFO)
+        values.append(1)
+    if verbose:
+        options.append(_JIT.CU_JIT_LOG_VERBOSE)
         values.append(1)
     code, handle = driver.cuModuleLoadDataEx(ptx_text.encode() + b"\0", len(options), options, values)
     if code != driver.CUresult.CUDA_SUCCESS:

@@ -1,0 +1,124 @@
+"""The on-disk cache: cubins nvJitLink made (keyed by everything that shapes them) and the Lark parser tables.
+
+Where: `PTXDSL_CACHE_DIR` when set, else the platform's user cache directory (`$XDG_CACHE_HOME/ptxdsl` or
+`~/.cache/ptxdsl` on Linux, `~/Library/Caches/ptxdsl` on macOS, `%LOCALAPPDATA%\\ptxdsl\\Cache` on Windows).
+`PTXDSL_CACHE=0` turns it off. Entries are written to a temporary file and renamed into place (`os.replace`),
+so processes that write the same entry at once never leave a torn one; each entry carries its length and
+SHA-256, checked on every read, and a damaged entry is dropped (and rebuilt by the caller), never returned.
+The cache never fails a compile: a directory that cannot be written just means no caching.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from .log import logger
+
+MAGIC = b"ptxdsl-cache-1\n"
+_HEADER = len(MAGIC) + 32 + 8          # magic, SHA-256 of the payload, payload length (little endian)
+_OFF = ("0", "false", "no", "off")
+
+
+def enabled() -> bool:
+    """False when PTXDSL_CACHE is 0/false/no/off."""
+    return os.environ.get("PTXDSL_CACHE", "1").strip().lower() not in _OFF
+
+
+def cache_dir() -> Path:
+    """The cache's root directory (it may not exist yet)."""
+    override = os.environ.get("PTXDSL_CACHE_DIR")
+    if override:
+        return Path(override).expanduser()
+    home = Path.home()
+    if sys.platform == "win32":
+        base = os.environ.get("LOCALAPPDATA")
+        return (Path(base) if base else home / "AppData" / "Local") / "ptxdsl" / "Cache"
+    if sys.platform == "darwin":
+        return home / "Library" / "Caches" / "ptxdsl"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg and os.path.isabs(xdg) else home / ".cache") / "ptxdsl"
+
+
+def key(*parts: str | bytes) -> str:
+    """A hex SHA-256 over the parts (each length-prefixed, so no two part lists collide)."""
+    h = hashlib.sha256()
+    for p in parts:
+        b = p.encode() if isinstance(p, str) else bytes(p)
+        h.update(len(b).to_bytes(8, "little"))
+        h.update(b)
+    return h.hexdigest()
+
+
+def entry_path(kind: str, name: str) -> Path:
+    """Where entry `name` of `kind` ('cubin', ...) lives."""
+    return cache_dir() / kind / f"{name}.bin"
+
+
+def get(kind: str, name: str) -> bytes | None:
+    """The payload stored under kind/name, or None when absent, disabled or damaged (a damaged entry is removed)."""
+    if not enabled():
+        return None
+    path = entry_path(kind, name)
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    payload = _unwrap(data)
+    if payload is None:
+        logger.debug("cache: dropping damaged entry %s (%d bytes)", path, len(data))
+        with contextlib.suppress(OSError):
+            path.unlink()
+    return payload
+
+
+def put(kind: str, name: str, payload: bytes) -> Path | None:
+    """Store payload under kind/name atomically (temp file + os.replace); the path, or None if not written."""
+    if not enabled():
+        return None
+    path = entry_path(kind, name)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, _wrap(payload))
+    except OSError as e:
+        logger.debug("cache: cannot write %s: %s", path, e)
+        return None
+    return path
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write data to path through a temporary file in the same directory, renamed into place."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def clear() -> None:
+    """Remove the whole cache directory."""
+    shutil.rmtree(cache_dir(), ignore_errors=True)
+
+
+def _wrap(payload: bytes) -> bytes:
+    return MAGIC + hashlib.sha256(payload).digest() + len(payload).to_bytes(8, "little") + payload
+
+
+def _unwrap(data: bytes) -> bytes | None:
+    """The payload of a stored entry, or None unless the magic, the length and the SHA-256 all check out."""
+    if len(data) < _HEADER or not data.startswith(MAGIC):
+        return None
+    digest = data[len(MAGIC):len(MAGIC) + 32]
+    size = int.from_bytes(data[len(MAGIC) + 32:_HEADER], "little")
+    payload = data[_HEADER:]
+    if len(payload) != size or hashlib.sha256(payload).digest() != digest:
+        return None
+    return payload

@@ -1,0 +1,91 @@
+"""What a device loads for an emitted PTX module: nvJitLink's cubin for the device's arch (from the on-disk
+cache when it was made before), or, where nvJitLink cannot serve, the PTX for the driver's JIT and the reason.
+
+Knows nothing of the driver: the device's compute capability and the driver's CUDA version come in as numbers,
+so the choice is made (and tested) without a GPU.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .errors import AssembleError, TargetError
+from .log import logger
+
+_SM = re.compile(r"sm_(?P<n>\d+)(?P<suffix>[af]?)")
+ARCH_SPECIFIC_FROM = (9, 0)          # sm_90a, sm_100a, sm_103a, sm_110a, sm_120a, sm_121a
+
+
+@dataclass(frozen=True)
+class Image:
+    """The choice for one PTX module: `assembled` (nvJitLink's cubin and report) and `jit_reason`, empty when
+    the cubin is what the device loads, else why the driver JIT compiles the PTX instead."""
+
+    arch: str
+    assembled: object = None           # ptxdsl.assembler.Assembled, or None when nvJitLink was not used
+    jit_reason: str = ""
+
+    @property
+    def cubin(self) -> bytes | None:
+        """The cubin to load, None when the PTX goes to the driver JIT."""
+        return None if self.jit_reason or self.assembled is None else self.assembled.cubin
+
+
+def device_arch(cc: tuple[int, int], target: str) -> str:
+    """The -arch nvJitLink assembles for on a device of compute capability `cc`: the arch-specific variant
+    (sm_90a, sm_100a ...) from 9.0 on, since the cubin runs only on this device anyway and the `a` variant
+    accepts PTX for the plain target too. TargetError when PTX for `target` cannot run on such a device."""
+    n = cc[0] * 10 + cc[1]
+    m = _SM.fullmatch(target)
+    if m is not None:
+        t, suffix = int(m["n"]), m["suffix"]
+        fits = {"a": n == t, "f": n // 10 == t // 10 and n >= t, "": n >= t}[suffix]
+        if not fits:
+            needs = {"a": f"compute capability {t // 10}.{t % 10} exactly",
+                     "f": f"a {t // 10}.x device of compute capability {t // 10}.{t % 10} or later",
+                     "": f"compute capability {t // 10}.{t % 10} or later"}[suffix]
+            raise TargetError(f".target {target} breaks 'the kernel runs on this device': PTX for {target} runs on "
+                              f"{needs}, and this device is {cc[0]}.{cc[1]} (sm_{n}); build the kernel for "
+                              f"sm_{n}{'a' if cc >= ARCH_SPECIFIC_FROM else ''} or run it on such a device",
+                              rule="target.device")
+    return f"sm_{n}a" if cc >= ARCH_SPECIFIC_FROM else f"sm_{n}"
+
+
+def nvjitlink_unusable(driver: tuple[int, int]) -> str:
+    """Why the driver cannot load nvJitLink's cubins ('' when it can): a cubin from a newer major CUDA release
+    than the driver's needs a newer driver (minor releases are compatible within a major one)."""
+    from .assembler import nvjitlink_release
+
+    release = nvjitlink_release()
+    major = int(release.split(".")[0])
+    if major > driver[0]:
+        return (f"nvJitLink {release} is newer than the driver's CUDA {driver[0]}.{driver[1]}: its cubins need a "
+                f"CUDA {major} driver")
+    return ""
+
+
+def prepare(ptx, arch: str, *, driver: tuple[int, int], line_info: bool = False) -> Image:
+    """nvJitLink's cubin of `ptx` (an emitted PTX) for `arch`, through the cache; or the reason the driver JIT
+    must compile the PTX: nvJitLink newer than the driver, nvJitLink refusing the arch, or setmaxnreg (which
+    nvJitLink's relocatable compile drops). ptxas errors in the PTX itself raise AssembleError."""
+    from .assembler import assemble
+
+    reason = nvjitlink_unusable(driver)
+    if reason:
+        return _jit(arch, None, reason)
+    options = ["-lineinfo"] if line_info else []
+    try:
+        asm = assemble(ptx, arch, options=options, cache=True)
+    except AssembleError as e:
+        if e.rule != "nvJitLink":           # ptxas refused the PTX: the driver's ptxas would too
+            raise
+        return _jit(arch, None, f"nvJitLink cannot target {arch}: {e.message}")
+    if asm.setmaxnreg_dropped:
+        return _jit(arch, asm, "nvJitLink compiles PTX as relocatable code, which drops setmaxnreg (ptxas info "
+                               "C7504); the driver JIT's whole-program compile keeps it")
+    return Image(arch, asm)
+
+
+def _jit(arch: str, asm, reason: str) -> Image:
+    logger.info("loading the PTX through the driver JIT, not nvJitLink's cubin: %s", reason)
+    return Image(arch, asm, reason)
