@@ -6,6 +6,7 @@ builder call that is not an instruction. Relative links point at files that exis
 """
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import subprocess
@@ -115,8 +116,10 @@ def test_gpu_block_runs(page, line, code):
 # ------------------------------------------------------------------------------------ docs/api.md
 
 def test_api_md_is_generated_from_the_docstrings():
-    assert (ROOT / "docs" / "api.md").read_text(encoding="utf-8") == apidoc.render(), \
-        "docs/api.md is stale: python -m ptxdsl.apidoc > docs/api.md"
+    have, want = (ROOT / "docs" / "api.md").read_text(encoding="utf-8"), apidoc.render()
+    if have != want:
+        diff = "".join(difflib.unified_diff(have.splitlines(True), want.splitlines(True), "docs/api.md", "render()"))
+        pytest.fail(f"docs/api.md is stale: python -m ptxdsl.apidoc > docs/api.md\n{diff[:4000]}", pytrace=False)
 
 
 def test_api_md_has_every_builder_call_that_is_not_an_instruction():
