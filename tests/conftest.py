@@ -1,10 +1,16 @@
-"""Test set-up: the gpu marker's skip rule and the Hypothesis profiles."""
+"""Test set-up: the ptxdsl pytest plugin (the gpu marker's skip rule, ptx_golden, --sanitize, one xdist
+worker per GPU), pytester for the plugin's own tests, the Hypothesis profiles, and one differential seed
+for every process of a session."""
 import os
+import random
 import sys
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, settings
+
+# Loaded here too, so the suite runs from a checkout that is not pip-installed (the entry point is named
+# after the module, so an installed plugin is not registered twice).
+pytest_plugins = ["ptxdsl.testing.plugin", "pytester"]
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "examples"))
@@ -16,22 +22,7 @@ settings.register_profile("gpu", max_examples=200, deadline=None, print_blob=Tru
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 
-
-def _gpu_reason():
-    try:
-        from ptxdsl.runtime.driver import driver_available, unavailable_reason
-    except Exception as e:  # cuda-bindings missing entirely
-        return f"cuda-bindings not importable: {e}"
-    return None if driver_available() else unavailable_reason()
-
-
-GPU_SKIP_REASON = _gpu_reason()
-
-
-def pytest_collection_modifyitems(config, items):
-    if GPU_SKIP_REASON is None:
-        return
-    skip = pytest.mark.skip(reason=f"no CUDA device: {GPU_SKIP_REASON}")
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+# The differential suite's seed, drawn once here so that pytest-xdist workers and sanitized child
+# processes (which inherit the environment) draw the same cases and report one seed.
+if not os.environ.get("PTXDSL_DIFF_SEED"):
+    os.environ["PTXDSL_DIFF_SEED"] = str(random.SystemRandom().randrange(2**32))

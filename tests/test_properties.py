@@ -1,5 +1,5 @@
 """Hypothesis: random tile shapes give kernels that assemble and whose TMA lines have the right form."""
-import math
+import functools
 import re
 
 from hypothesis import given
@@ -7,33 +7,20 @@ from hypothesis import strategies as st
 
 import ptxdsl as px
 from ptxdsl.reference import tx_bytes
+from ptxdsl.testing import strategies as pst
 
-DTYPES = ["bf16", "f16", "f32", "u8", "s32", "u16", "f64", "u64"]
-ESIZE = {"bf16": 2, "f16": 2, "f32": 4, "u8": 1, "s32": 4, "u16": 2, "f64": 8, "u64": 8}
-
-
-@st.composite
-def tile_specs(draw):
-    dtype = draw(st.sampled_from(DTYPES))
-    rank = draw(st.integers(1, 5))
-    e = ESIZE[dtype]
-    inner = draw(st.integers(1, 256 // max(1, 16 // e) if e < 16 else 16)) * max(1, 16 // e)
-    inner = min(inner, 256)
-    box = [inner] + [draw(st.integers(1, 256)) for _ in range(rank - 1)]
-    while math.prod(box) * e > 200 * 1024:        # one box must fit in shared memory
-        i = max(range(1, rank), key=lambda j: box[j])
-        box[i] = -(-box[i] // 2)
-    dims = [b * draw(st.integers(1, 3)) for b in box]
-    return px.TensorMapSpec.tiled_for(tuple(reversed(dims)), dtype, tuple(reversed(box)))
+DTYPES = ("bf16", "f16", "f32", "u8", "s32", "u16", "f64", "u64")
+# Random tiled maps (ptxdsl.testing.strategies): every Hopper swizzle, element strides, boxes up to 200 KiB.
+tile_specs = functools.partial(pst.tensor_maps, dtypes=DTYPES, max_smem_bytes=200 * 1024)
 
 
 def tile_kernel(name, spec, op):
     """A kernel that loads one box of `spec` and then stores or reduces it back (one lane)."""
-    nbytes = -(-tx_bytes(spec) // 128) * 128
+    nbytes = -(-spec.smem_bytes // 1024) * 1024          # swizzled rows take whole spans
     with px.kernel(name, reqntid=32) as k:
         src = k.param_tensormap("src", spec)
         coords = [k.param(f"c{i}", px.s32) for i in range(spec.rank)]
-        tile = k.shared("tile", nbytes, align=128, dynamic=True)
+        tile = k.shared("tile", nbytes, align=1024, dynamic=True)
         bar = k.mbarrier("bar")
         with k.elect_one():
             k.mbarrier_init(bar, 1)
