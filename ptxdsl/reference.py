@@ -6,7 +6,7 @@ global tensor given as a numpy array, whose raw C-order bytes are addressed with
 byte strides. Shared memory is a flat uint8 array whose offsets are relative to a base aligned to
 the swizzle repeat (256/512/1024 B).
 
-Measured on the H200 (design.md, "Facts that shape the design"): under a swizzle mode every box row
+Measured on the H200 (docs/hardware-notes.md): under a swizzle mode every box row
 takes a whole swizzle span; the mbarrier transaction count is the unpadded box; the 128B pattern
 moves chunk c of 128-byte row r to chunk c ^ (r % 8); a traversal stride on dimension 0 does not
 thin the box out; a box whose start in dimension 0 is not a multiple of 16 bytes dies with an
