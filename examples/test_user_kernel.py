@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import ptxdsl as px
 from ptxdsl.testing import random_tensor, reproducible, tensor_view
 from ptxdsl.testing import strategies as pst
-from user_kernel import TransposeCase, check_transpose, model, transpose_kernel
+from user_kernel import KERNEL, TransposeCase, check_transpose, model, run, transpose_kernel
 
 PLANTED = int(os.environ.get("PTXDSL_EXAMPLE_PLANT", "0"))     # rows the store is off by; 0 is the real kernel
 
@@ -30,7 +30,7 @@ def transpose_cases(draw):
 
 
 def test_ptx_matches_the_golden_file(ptx_golden):
-    ptx_golden(px.emit(transpose_kernel("f32", 32)), "transpose_f32_32")
+    ptx_golden(px.emit(KERNEL), "transpose_f32_32")
 
 
 @settings(max_examples=25, deadline=None)
@@ -47,6 +47,12 @@ def test_assembles_for_random_shapes(case):
 @given(transpose_cases())
 def test_gpu_result_equals_the_model(case):
     reproducible(check_transpose, case, row_offset=PLANTED)
+
+
+@pytest.mark.gpu
+def test_the_fixed_case():
+    ok, verdict = run()
+    assert ok, verdict
 
 
 @settings(max_examples=25, deadline=None)

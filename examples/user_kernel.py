@@ -62,6 +62,9 @@ def transpose_kernel(dtype: str = "f32", tile: int = 32, *, src=None, dst=None, 
     return k
 
 
+KERNEL = transpose_kernel("f32", 32)
+
+
 @dataclass(frozen=True)
 class TransposeCase:
     """One run: a rows x cols matrix of `dtype`, random bytes from `seed`, moved in tile x tile boxes."""
@@ -88,17 +91,17 @@ class TransposeCase:
         return -(-self.cols // self.tile), -(-self.rows // self.tile)
 
 
-def model(case: TransposeCase, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+def model(case: TransposeCase, src: np.ndarray, dst: np.ndarray, row_offset: int = 0) -> np.ndarray:
     """What dst holds after the kernel, from ptxdsl's model of TMA: each tile loaded as the TMA loads it,
     transposed, and stored as the TMA stores it (clipped at the edges, the 16-byte chunk past each row's
-    end written whole)."""
+    end written whole). row_offset: the kernel built with that planted bug."""
     src_map, dst_map = case.maps()
     out = dst
     for ty in range(case.grid[1]):
         for tx in range(case.grid[0]):
             x, y = tx * case.tile, ty * case.tile
             loaded = smem_after_load(src_map, src, (x, y)).reshape(case.tile, case.tile, -1)
-            out = gmem_after_store(dst_map, out, (y, x), loaded.transpose(1, 0, 2).copy())
+            out = gmem_after_store(dst_map, out, (y, x + row_offset), loaded.transpose(1, 0, 2).copy())
     return out
 
 
@@ -119,3 +122,10 @@ def check_transpose(case: TransposeCase, row_offset: int = 0) -> None:
         launch(src_map.bind(src_dev.ptr), dst_map.bind(dst_dev.ptr), grid=case.grid, block=THREADS, sync=True)
         got = dst_dev.to_host()
     assert_global_equal(model(case, src, dst), got, dst_map, name=f"transpose {case.rows}x{case.cols} {case.dtype}")
+
+
+def run():
+    """The examples' host check: one fixed case on the GPU (a MemoryMismatch says where it differs)."""
+    case = TransposeCase(dtype="bf16", rows=200, cols=72, seed=1)
+    check_transpose(case)
+    return True, f"transpose_bf16_32: {case.rows}x{case.cols}, equal to the model"

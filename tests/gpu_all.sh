@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Everything a CUDA machine should run, in one go: the GPU tests, the examples in both forms, the
 # benchmarks, and (with --sanitize) the compute-sanitizer job. Logs go to $OUT (default /tmp/ptxdsl-gpu),
-# the sanitizer's to $SANITIZE_LOGS (default $OUT/sanitize).
+# the sanitizer's to $SANITIZE_LOGS (default $OUT/sanitize), the differential suite's summary to
+# $OUT/differential-summary.json.
 #
 #   tests/gpu_all.sh [--sanitize]
 set -u
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/ptxdsl-gpu}
+export OUT=${OUT:-/tmp/ptxdsl-gpu}         # the differential suite writes differential-summary.json here
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 export HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-gpu}
@@ -21,7 +22,16 @@ step() {            # step NAME COMMAND...: run it, keep its log, remember a fai
     [ "$rc" = 0 ] || { echo "== $name: exit $rc"; status=1; }
 }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null
-step gpu-tests "$PY" -m pytest -q -p no:cacheprovider -m gpu -rs --durations=20 tests
+# several GPUs and pytest-xdist: one worker per GPU (the ptxdsl plugin gives each worker its own GPU; the
+# differential summary adds up the workers' counts); XDIST="" runs in one process anyway
+if [ -z "${XDIST+set}" ]; then
+    XDIST=
+    if [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -gt 1 ] && "$PY" -c "import xdist" 2>/dev/null; then
+        XDIST="-n auto"
+    fi
+fi
+# shellcheck disable=SC2086
+step gpu-tests "$PY" -m pytest -q -p no:cacheprovider -m gpu -rs --durations=20 $XDIST tests
 step examples "$PY" -m ptxdsl.cli run examples/tma_*
 step bench-build "$PY" bench/bench_build.py --repeat 200
 step bench-copy "$PY" bench/bench_copy.py

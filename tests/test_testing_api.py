@@ -17,7 +17,6 @@ import ptxdsl.testing as pt
 from ptxdsl import TensorMapSpec
 from ptxdsl import reference as ref
 from ptxdsl.tensormap import DTYPES, FLOAT_DTYPES, MAX_BOX_BYTES, SWIZZLE, TensorMapSpec as Spec
-from ptxdsl.testing import oracle
 from ptxdsl.testing import strategies as pst
 
 FAST = settings(max_examples=60, deadline=None)

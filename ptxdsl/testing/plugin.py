@@ -98,9 +98,8 @@ def pytest_pyfunc_call(pyfuncitem):
     if not tools or not pyfuncitem.get_closest_marker("gpu"):
         return None
     config = pyfuncitem.config
-    extra = ["-n", "0"] if config.pluginmanager.hasplugin("xdist") else []
-    if config.inipath is not None:
-        extra += ["-c", str(config.inipath)]
+    extra = ["-n", "0"] if config.pluginmanager.hasplugin("xdist") else []      # the child runs one test itself
+    extra += [f"--rootdir={config.rootpath}"] + (["-c", str(config.inipath)] if config.inipath else [])
     for name in ("hypothesis_profile", "hypothesis_seed"):
         value = getattr(config.option, name, None)
         if value is not None:
