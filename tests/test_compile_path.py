@@ -174,8 +174,13 @@ class FakeModule:
         self.how, self.data, self.info_log = how, data, ""
 
     def function(self, name):
-        return type("F", (), {"attributes": {"num_regs": 168, "static_shared_bytes": 1024, "const_bytes": 8,
-                                             "local_bytes": 0}})()
+        return FakeFunction(name)
+
+
+class FakeFunction:
+    def __init__(self, name):
+        self.name, self.handle = name, None
+        self.attributes = {"num_regs": 168, "static_shared_bytes": 1024, "const_bytes": 8, "local_bytes": 0}
 
 
 @pytest.fixture
