@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from . import cache as _cache
 from .errors import AssembleError, DSLError
-from .log import logger, stage
+from . import log
 
 _ARCH = re.compile(r"sm_\d{2,3}[af]?")
 _INPUT_NAME = "ptxdsl.ptx"
@@ -133,13 +133,13 @@ def assemble(ptx, arch: str = "sm_90a", *, origins: Mapping[int, object] | None 
     name = None
     if cache and _cache.enabled():
         name = cache_key(ptx, opts)
-        with stage("cache lookup", arch):
+        with log.stage("cache lookup", arch):
             hit = _cached(name, arch)
         if hit is not None:
-            logger.debug("cache hit: cubin %s (%s, %d bytes)", name[:16], arch, len(hit.cubin))
+            log.debug("cache hit: cubin %s (%s, %d bytes)", name[:16], arch, len(hit.cubin))
             return hit
-        logger.debug("cache miss: cubin %s (%s)", name[:16], arch)
-    with stage("assemble", arch):
+        log.debug("cache miss: cubin %s (%s)", name[:16], arch)
+    with log.stage("assemble", arch):
         result = _assemble(ptx, arch, opts, origins)
     if name is not None:
         _store(name, result)
@@ -161,7 +161,7 @@ def _cached(name: str, arch: str) -> Assembled | None:
     n = int.from_bytes(payload[:8], "little")
     info_log, cubin = payload[8:8 + n].decode(errors="replace"), payload[8 + n:]
     if len(payload) < 8 + n or not cubin.startswith(_ELF):
-        logger.debug("cache: entry %s holds no cubin; rebuilding", name[:16])
+        log.debug("cache: entry %s holds no cubin; rebuilding", name[:16])
         return None
     return Assembled(cubin=cubin, arch=arch, info_log=info_log, kernels=parse_resources(info_log))
 
@@ -171,13 +171,13 @@ def _store(name: str, result: Assembled) -> None:
     release = nvjitlink_release()
     loaded = "%d.%d" % nvjitlink_version()
     if release != loaded and not release.startswith(loaded + "."):
-        logger.debug("cache: not storing %s: nvJitLink %s is loaded, the installed wheel is %s", name[:16],
+        log.debug("cache: not storing %s: nvJitLink %s is loaded, the installed wheel is %s", name[:16],
                      loaded, release)
         return
-    log = result.info_log.encode()
-    path = _cache.put("cubin", name, len(log).to_bytes(8, "little") + log + result.cubin)
+    info = result.info_log.encode()
+    path = _cache.put("cubin", name, len(info).to_bytes(8, "little") + info + result.cubin)
     if path is not None:
-        logger.debug("cache store: cubin %s -> %s", name[:16], path)
+        log.debug("cache store: cubin %s -> %s", name[:16], path)
 
 
 def _assemble(ptx: str, arch: str, opts: list, origins) -> Assembled:

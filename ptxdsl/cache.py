@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .log import logger
+from . import log
 
 MAGIC = b"ptxdsl-cache-1\n"
 _HEADER = len(MAGIC) + 32 + 8          # magic, SHA-256 of the payload, payload length (little endian)
@@ -70,7 +70,7 @@ def get(kind: str, name: str) -> bytes | None:
         return None
     payload = _unwrap(data)
     if payload is None:
-        logger.debug("cache: dropping damaged entry %s (%d bytes)", path, len(data))
+        log.debug("cache: dropping damaged entry %s (%d bytes)", path, len(data))
         with contextlib.suppress(OSError):
             path.unlink()
     return payload
@@ -85,7 +85,7 @@ def put(kind: str, name: str, payload: bytes) -> Path | None:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, _wrap(payload))
     except OSError as e:
-        logger.debug("cache: cannot write %s: %s", path, e)
+        log.debug("cache: cannot write %s: %s", path, e)
         return None
     return path
 

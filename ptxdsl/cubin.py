@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 from .errors import AssembleError, TargetError
-from .log import logger
+from . import log
 
 _SM = re.compile(r"sm_(?P<n>\d+)(?P<suffix>[af]?)")
 ARCH_SPECIFIC_FROM = (9, 0)          # sm_90a, sm_100a, sm_103a, sm_110a, sm_120a, sm_121a
@@ -87,5 +87,5 @@ def prepare(ptx, arch: str, *, driver: tuple[int, int], line_info: bool = False)
 
 
 def _jit(arch: str, asm, reason: str) -> Image:
-    logger.info("loading the PTX through the driver JIT, not nvJitLink's cubin: %s", reason)
+    log.info("loading the PTX through the driver JIT, not nvJitLink's cubin: %s", reason)
     return Image(arch, asm, reason)

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from .errors import PtxdslError
-from .log import logger
+from . import log
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_+-]")
 
@@ -41,8 +41,8 @@ def dump(ptx, cubin: bytes | None) -> list[Path]:
         try:
             written.append(_write(folder, f"{base}.sass", disassemble(cubin, ptx=ptx).encode()))
         except SassError as e:
-            logger.debug("dump: no SASS for %s: %s", base, e)
-    logger.debug("dump: %s", ", ".join(str(p) for p in written))
+            log.debug("dump: no SASS for %s: %s", base, e)
+    log.debug("dump: %s", ", ".join(str(p) for p in written))
     return written
 
 

@@ -18,7 +18,7 @@ import re
 
 from .emit import PTX, emit
 from .errors import CudaError, LaunchError, SourceLoc
-from .log import logger, stage
+from . import log
 
 
 class Program:
@@ -37,7 +37,7 @@ class Program:
         if isinstance(obj, PTX):
             self.ptx: PTX = obj
         else:
-            with stage("emit"):
+            with log.stage("emit"):
                 self.ptx = emit(obj, arch=arch, ptx=ptx, line_info=line_info)
         self.device = device or current_device()
         self.device.set_current()
@@ -58,17 +58,17 @@ class Program:
         image = self.image.cubin
         if image is not None:
             try:
-                with stage("load", f"cubin {self.arch}"):
+                with log.stage("load", f"cubin {self.arch}"):
                     return load_cubin(image, name=name)
             except CudaError as e:
                 if e.name not in CUBIN_REFUSED:
                     raise
                 self.jit_reason = f"the driver refused nvJitLink's {self.arch} cubin: {e.name}"
-                logger.info("loading the PTX through the driver JIT: %s", self.jit_reason)
-        with stage("load", "PTX through the driver JIT"):
+                log.info("loading the PTX through the driver JIT: %s", self.jit_reason)
+        with log.stage("load", "PTX through the driver JIT"):
             module = load_ptx(self.ptx.text, name=name, line_info=line_info, verbose=True)
         if module.info_log:
-            logger.debug("driver JIT log of %s:\n%s", name, module.info_log)
+            log.debug("driver JIT log of %s:\n%s", name, module.info_log)
         return module
 
     def __getitem__(self, name: str) -> "Launcher":

@@ -19,7 +19,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 
 from .. import cache
 from ..errors import ParseError, PtxdslError, SourceLoc
-from ..log import stage
+from .. import log
 from . import ast
 
 GRAMMAR_FILE = "ptxdsl.lark"
@@ -80,7 +80,7 @@ def parser() -> lark.Lark:
     """The LALR parser (built once per process; its tables come from Lark's own cache file when one matches)."""
     text = grammar_text()
     table = _lark_cache(text)
-    with stage("parser build"):             # cache_grammar: the tests' Hypothesis strategy reads .grammar
+    with log.stage("parser build"):             # cache_grammar: the tests' Hypothesis strategy reads .grammar
         return lark.Lark(text, parser="lalr", lexer="contextual", propagate_positions=True,
                          maybe_placeholders=True, postlex=_JoinBrackets(), cache=table, cache_grammar=bool(table))
 
