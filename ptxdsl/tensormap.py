@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from numbers import Integral
 
 from .errors import PtxdslError, SourceLoc, TensorMapError
-from .types import ScalarType, scalar_type
+from .types import ALL_TYPES, ScalarType, scalar_type
 
 # On the H200 a traversal stride of 2 on dimension 0 still wrote every element (and the mbarrier
 # received box[0] elements' bytes), as the driver documents for interleave NONE ("elementStrides[0]
@@ -58,19 +58,65 @@ _SCALAR_TO_DTYPE = {"u8": "u8", "b8": "u8", "s8": "u8", "u16": "u16", "b16": "u1
                     "u32": "u32", "b32": "u32", "s32": "s32", "u64": "u64", "b64": "u64", "s64": "s64",
                     "f16": "f16", "f32": "f32", "f64": "f64", "bf16": "bf16"}
 
+# Array element types (numpy, ml_dtypes, torch and DLPack spell them alike) -> tensor-map data type.
+ARRAY_DTYPES: dict[str, str] = {
+    "uint8": "u8", "int8": "u8", "uint16": "u16", "int16": "u16", "uint32": "u32", "int32": "s32",
+    "uint64": "u64", "int64": "s64", "float16": "f16", "float32": "f32", "float64": "f64", "bfloat16": "bf16",
+}
+# The driver's list (CUtensorMapDataType, cuda-bindings 13.x) has no 8-, 6- or 4-bit float and no complex type,
+# and its packed 16U4/16U6 types are Blackwell's sub-byte layouts. These formats hold one element per byte (or
+# per 2/4 bytes) in numpy, ml_dtypes and torch, so a map moves them as the unsigned integer of their width, as
+# CUTLASS and Triton encode fp8: the bytes arrive unchanged, and an out-of-bounds fill is zero bytes (never NaN).
+MOVED_AS_BYTES: dict[str, str] = {
+    **{name: "u8" for name in (
+        "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
+        "float8_e5m2fnuz", "float8_e5m3fnu", "float8_e8m0fnu", "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn",
+        "float4_e2m1fn_x2", "int1", "int2", "int4", "uint1", "uint2", "uint4")},
+    "complex32": "u32", "bcomplex32": "u32",
+}
+_ELEMENT_RULE = ("a tensor-map element type is one of " + ", ".join(DTYPES) + ", an integer, float or bfloat16 "
+                 "array type, or an fp8/fp6/fp4/int4/complex32 type (moved as bytes)")
+
 
 def dtype_name(dtype, loc: SourceLoc | None = None) -> str:
-    """Map a ScalarType / PTX name / numpy dtype / tensor-map dtype name to a DTYPES key."""
+    """Map a tensor-map dtype name, ScalarType, PTX name, or an array element type (numpy / ml_dtypes dtype or
+    name, torch dtype: fp8 and the other narrow formats included) to a DTYPES key."""
     if isinstance(dtype, str) and dtype in DTYPES:
         return dtype
+    if isinstance(dtype, ScalarType) or isinstance(dtype, str) and dtype.lstrip(".") in ALL_TYPES:
+        t = scalar_type(dtype)
+        if t.name not in _SCALAR_TO_DTYPE:
+            raise TensorMapError(f"dtype={t.name!r} breaks '{_ELEMENT_RULE}'", loc=loc, rule="tensormap.dtype")
+        return _SCALAR_TO_DTYPE[t.name]
+    name = _element_name(dtype)
+    if name in ARRAY_DTYPES:
+        return ARRAY_DTYPES[name]
+    if name in MOVED_AS_BYTES:
+        return MOVED_AS_BYTES[name]
+    if isinstance(dtype, str):          # no type of any kind by that name: the error lists the PTX names
+        try:
+            scalar_type(dtype)
+        except PtxdslError as e:
+            raise e.at(loc)
+    shown = repr(name) if name is not None else _brief(dtype)
+    raise TensorMapError(f"dtype={shown} breaks '{_ELEMENT_RULE}'", loc=loc, rule="tensormap.dtype")
+
+
+def _element_name(dtype) -> str | None:
+    """The array element type name of a dtype-like ('float8_e4m3fn' for np.dtype(ml_dtypes.float8_e4m3fn), a
+    torch.float8_e4m3fn or that string); None for a ScalarType or anything numpy cannot read."""
+    if dtype is None or isinstance(dtype, ScalarType):
+        return None
+    if isinstance(dtype, str):
+        return dtype.removeprefix("torch.")
+    if type(dtype).__module__.startswith("torch"):
+        return str(dtype).removeprefix("torch.")
     try:
-        t: ScalarType = scalar_type(dtype)
-    except PtxdslError as e:
-        raise e.at(loc)
-    if t.name not in _SCALAR_TO_DTYPE:
-        raise TensorMapError(f"dtype={t.name!r} breaks 'a tensor-map element type is one of "
-                             f"{', '.join(DTYPES)}'", loc=loc, rule="tensormap.dtype")
-    return _SCALAR_TO_DTYPE[t.name]
+        import numpy as np
+
+        return np.dtype(dtype).name
+    except Exception:
+        return None
 
 
 def _broken(spec: "TensorMapSpec", what: str, shown: str, rule: str, text: str) -> TensorMapError:
@@ -282,17 +328,32 @@ def _ints(name: str, values, loc=None) -> tuple[int, ...]:
     return tuple(_int(f"{name}[{i}]", v, loc) for i, v in enumerate(items))
 
 
-def _array_layout(arr):
-    """(shape, dtype, byte strides, device address) of an array-like, numpy order; TensorMapError naming what
-    is missing when `arr` is not one."""
+def _array_layout(arr, dtype=None):
+    """(shape, dtype, byte strides, device address) of an array, numpy order (ptxdsl.runtime.arrays reads it: a
+    DeviceArray, torch tensor, __dlpack__ or __cuda_array_interface__ object, or numpy array); TensorMapError
+    naming what is missing when `arr` is not one. `dtype` overrides the array's own element type."""
+    from .runtime.arrays import NotAnArray, view
+
+    loc = SourceLoc.caller()
     try:
-        return _layout(arr)
-    except PtxdslError:
-        raise
-    except Exception as e:
-        raise TensorMapError(f"arr={_brief(arr)} breaks 'a DeviceArray, numpy array, torch tensor or "
-                             f"__cuda_array_interface__ object with shape, typestr and data' ({type(e).__name__}: "
-                             f"{e})", loc=SourceLoc.caller(), rule="tensormap.array") from None
+        v = view(arr)
+    except NotAnArray as e:
+        if e.kind == "host":
+            raise TensorMapError(f"arr={_brief_array(arr)} breaks 'a tensor map's {e.rule.removeprefix('an ')}'",
+                                 loc=loc, rule="tensormap.host-array") from None
+        raise TensorMapError(f"arr={_brief(arr)} breaks '{e.rule}'", loc=loc, rule="tensormap.array") from None
+    if dtype is None:
+        if v.dtype is None:
+            raise TensorMapError(f"arr={_brief(arr)} breaks 'a tensor map's array names its element type': "
+                                 f"{v.dtype_note}", loc=loc, rule="tensormap.dtype")
+        dtype = v.dtype
+    elif DTYPES[dtype_name(dtype, loc)][1] != v.itemsize:
+        raise TensorMapError(f"dtype={dtype!r} breaks 'dtype= has the array's element size ({v.itemsize} bytes)'",
+                             loc=loc, rule="tensormap.dtype")
+    if v.itemsize == 0:
+        raise TensorMapError(f"dtype={v.dtype!r} breaks 'a tensor map's elements are whole bytes (view a packed "
+                             f"sub-byte array as uint8)'", loc=loc, rule="tensormap.dtype")
+    return v.shape, dtype, v.strides, v.address
 
 
 def _brief(v) -> str:
@@ -300,25 +361,11 @@ def _brief(v) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _layout(arr):
-    if callable(getattr(arr, "data_ptr", None)) and callable(getattr(arr, "stride", None)):
-        if getattr(arr, "is_cuda", True) is False:
-            raise TensorMapError(f"arr=<tensor on {arr.device}> breaks 'a tensor map's array is in device memory "
-                                 f"(tensor.cuda())'", loc=SourceLoc.caller(), rule="tensormap.host-array")
-        esize = arr.element_size()
-        dtype = str(arr.dtype).replace("torch.", "")
-        dtype = {"bfloat16": "bf16", "float16": "f16", "float32": "f32", "float64": "f64", "int8": "s8", "int16": "s16",
-                 "int32": "s32", "int64": "s64", "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64"}.get(dtype, dtype)
-        return tuple(arr.shape), dtype, tuple(s * esize for s in arr.stride()), int(arr.data_ptr())
-    cai = getattr(arr, "__cuda_array_interface__", None)
-    if cai is not None and not hasattr(arr, "ptr"):
-        import numpy as np
-
-        dt = np.dtype(cai["typestr"])
-        shape = tuple(cai["shape"])
-        strides = cai.get("strides") or _c_strides(shape, dt.itemsize)
-        return shape, dt, tuple(strides), int(cai["data"][0])
-    return tuple(arr.shape), arr.dtype, tuple(arr.strides), getattr(arr, "ptr", 0)
+def _brief_array(v) -> str:
+    """'<tensor on cpu>' for a torch-like tensor, else the short repr."""
+    if callable(getattr(v, "data_ptr", None)):
+        return f"<tensor on {getattr(v, 'device', 'cpu')}>"
+    return _brief(v)
 
 
 @dataclass(frozen=True)
@@ -460,11 +507,12 @@ class TensorMapSpec:
         return spec.validate()
 
     @classmethod
-    def from_array(cls, arr, box, **kw) -> "TensorMapSpec":
-        """A validated tiled map over an array: a DeviceArray or numpy array (shape, dtype, byte strides,
-        .ptr if any), a torch tensor (data_ptr(), element strides), or any __cuda_array_interface__ object.
-        `box` is in numpy order, like the shape."""
-        shape, dtype, strides, address = _array_layout(arr)
+    def from_array(cls, arr, box, *, dtype=None, **kw) -> "TensorMapSpec":
+        """A validated tiled map over an array, read in place (no copy): a DeviceArray, a torch tensor, any
+        `__dlpack__` object (CuPy, JAX, ...), a `__cuda_array_interface__` object, or a numpy array (host: the
+        map is unbound, address 0). `box` is in numpy order, like the shape. fp8 and the other narrow types move
+        as bytes (MOVED_AS_BYTES); `dtype=` names the element type where the array cannot (a '<V2' typestr)."""
+        shape, dtype, strides, address = _array_layout(arr, dtype)
         kw.setdefault("address", address)
         kw.setdefault("strides", strides)
         return cls.tiled_for(shape, dtype, box, **kw)
