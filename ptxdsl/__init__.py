@@ -35,6 +35,7 @@ def assemble(ptx, arch: str = "sm_90a", **kw):
 # Names whose modules load the CUDA driver bindings, nvJitLink or numpy: imported on first use, so that
 # `import ptxdsl` stays what building and printing a kernel needs.
 _LAZY = {"Assembled": "assembler", "Resources": "assembler", "Program": "program"}
+_LAZY["torch_op"] = "runtime.torch_op"         # a kernel as a torch operator: torch is imported on call
 
 
 def __getattr__(name):

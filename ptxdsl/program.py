@@ -19,6 +19,7 @@ import re
 from .emit import PTX, emit
 from .errors import CudaError, LaunchError, SourceLoc
 from . import log
+from .runtime.launch import Plan
 
 
 class Program:
@@ -134,36 +135,22 @@ def entry_text(ptx_text: str, name: str) -> str:
     return m.group(0)
 
 
-class Launcher:
-    """Launches one kernel: checks the arguments against its signature, sizes dynamic shared memory."""
+class Launcher(Plan):
+    """Launches one kernel: `prog["k"](*args, grid=, block=, shared_bytes=, cluster=, stream=, sync=)`. Arguments
+    are checked against the kernel's signature and packed by the plan made here once (ptxdsl.runtime.launch.Plan,
+    which also holds the call); the launch is asynchronous.
+
+    stream: any `__cuda_stream__` object (cuda.core, CuPy, torch), a torch stream, a CUstream or an int handle;
+    by default torch's current stream on the device when an argument is a torch tensor, else the legacy default
+    stream. sync=True waits for the kernel and raises its error; a debug kernel always waits, and a wait that gave
+    up raises KernelTrap naming the waiting line. shared_bytes defaults to the kernel's dynamic shared memory."""
 
     def __init__(self, program: Program, info):
         self.program = program
         self.info = info
-        self.function = program.module.function(info.name)
-
-    def __call__(self, *args, grid, block, shared_bytes: int | None = None, cluster=None, stream=None,
-                 sync: bool = True):
-        from .runtime.launch import launch
-        from .runtime.watchdog import Record
-
-        info = self.info
-        check_cluster_launch(info, cluster)
-        shared = info.dynamic_shared_bytes if shared_bytes is None else shared_bytes
-        record = Record() if info.debug else None
-        if record is not None:
-            args = record.with_argument(info, args)
-        try:
-            launch(self.function, info.params, args, grid=grid, block=block, shared_bytes=shared,
-                   cluster=cluster, stream=stream, sync=sync or info.debug)
-        except CudaError as e:
-            trap = record.trap(info) if record is not None else None
-            if trap is not None:
-                raise trap from e
-            raise
-        finally:
-            if record is not None:
-                record.free()
+        super().__init__(program.module.function(info.name), info.params, shared_bytes=info.dynamic_shared_bytes,
+                         name=info.name, check_cluster=lambda cluster: check_cluster_launch(info, cluster),
+                         debug=info if info.debug else None)
 
     @property
     def ptx(self) -> str:

@@ -1,4 +1,10 @@
-"""Device buffers: plain cuMemAlloc allocations with a numpy shape and dtype (bf16 via ml_dtypes)."""
+"""Device buffers: plain cuMemAlloc allocations with a numpy shape and dtype (bf16 and fp8 via ml_dtypes).
+
+A DeviceArray's own operations (to_device, zeros, fill_bytes, copy_from, to_host) are complete when they return;
+to_host first waits for everything queued on the device, so it reads what asynchronous launches wrote, whichever
+stream they ran on. Other libraries read one in place through DLPack (`torch.from_dlpack(arr)`, bf16 and fp8
+included) or `__cuda_array_interface__`.
+"""
 from __future__ import annotations
 
 import math
@@ -9,6 +15,7 @@ from cuda.bindings import driver
 
 from ..errors import PtxdslError
 from ..types import ALL_TYPES, ScalarType, scalar_type, to_numpy
+from . import dlpack
 from .device import Device, current_device
 from .driver import call
 
@@ -18,6 +25,12 @@ def _np_dtype(dtype) -> np.dtype:
     if isinstance(dtype, ScalarType) or isinstance(dtype, str) and dtype.lstrip(".") in ALL_TYPES:
         return to_numpy(scalar_type(dtype))
     return np.dtype(dtype)
+
+
+def _settle() -> None:
+    """Wait for the legacy default stream, where cuMemsetD8 and a pageable cuMemcpyHtoD may still be running when
+    they return: a launch on a non-blocking stream then sees the bytes."""
+    call(driver.cuStreamSynchronize, driver.CUstream(0))
 
 
 def _release(device: Device, ptr: int) -> None:
@@ -57,6 +70,7 @@ class DeviceArray:
         arr = cls(host.shape, host.dtype)
         if arr.nbytes:
             call(driver.cuMemcpyHtoD, arr.ptr, host.ctypes.data, arr.nbytes)
+            _settle()
         return arr
 
     @property
@@ -86,11 +100,12 @@ class DeviceArray:
                               rule="memory.use-after-free")
 
     def to_host(self) -> np.ndarray:
-        """A new host array with this buffer's contents (cuMemcpyDtoH, synchronous)."""
+        """A new host array with this buffer's contents: waits for all work queued on the device (cuCtxSynchronize,
+        so asynchronous launches on any stream have finished, and their errors raise here), then cuMemcpyDtoH."""
         self._live()
         out = np.empty(self.shape, self.dtype)
+        self.device.synchronize()
         if self.nbytes:
-            self.device.set_current()
             call(driver.cuMemcpyDtoH, out.ctypes.data, self.ptr, self.nbytes)
         return out
 
@@ -104,6 +119,7 @@ class DeviceArray:
         if self.nbytes:
             self.device.set_current()
             call(driver.cuMemcpyHtoD, self.ptr, host.ctypes.data, self.nbytes)
+            _settle()
 
     def fill_bytes(self, byte: int) -> None:
         """Set every byte of the buffer to `byte` (cuMemsetD8)."""
@@ -113,6 +129,7 @@ class DeviceArray:
         if self.nbytes:
             self.device.set_current()
             call(driver.cuMemsetD8, self.ptr, int(byte), self.nbytes)
+            _settle()
 
     def free(self) -> None:
         """Release the allocation now (cuMemFree); later calls do nothing."""
@@ -127,12 +144,47 @@ class DeviceArray:
 
     @property
     def __cuda_array_interface__(self) -> dict:
+        """CAI v3. bfloat16 and the 8-bit floats have no numpy typestr: they read '<V2' / '|V1', as torch and
+        ml_dtypes write them; DLPack carries their type. The stream is the legacy default stream (1), where this
+        buffer's own copies and fills run."""
         return {"version": 3, "shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False),
                 "strides": None, "stream": 1}
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (dlpack.CUDA, self.device.ordinal)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule of this buffer (no copy): versioned when the consumer's max_version is 1.x or newer.
+        `stream` (a consumer stream handle) is made to wait for the legacy default stream first; None, -1, 1
+        and 2 need no wait (the legacy and per-thread default streams are ordered with it already)."""
+        self._live()
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError(f"dl_device={dl_device!r}: a DeviceArray exports only in place, on "
+                              f"{self.__dlpack_device__()}")
+        if copy:
+            raise BufferError("copy=True: a DeviceArray exports only in place (copy it with to_host())")
+        name = self.dtype.name
+        if name not in dlpack.NAME_CODES:
+            raise BufferError(f"dtype {name} has no DLPack type code")
+        if stream is not None and int(stream) not in (-1, 0, 1, 2):
+            _order_after_legacy(self.device, int(stream))
+        versioned = max_version is not None and tuple(max_version)[0] >= 1
+        return dlpack.export(self, self.ptr, self.shape, name, self.device.ordinal, versioned=versioned)
 
     def __repr__(self) -> str:
         state = " freed" if self.freed else ""
         return f"<DeviceArray {self.shape} {self.dtype.name} at {self.ptr:#x}{state}>"
+
+
+def _order_after_legacy(device: Device, stream: int) -> None:
+    """Make `stream` wait for the work queued so far on the legacy default stream (an event, cuStreamWaitEvent)."""
+    device.set_current()
+    event = call(driver.cuEventCreate, driver.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+    try:
+        call(driver.cuEventRecord, event, driver.CUstream(driver.CU_STREAM_LEGACY))
+        call(driver.cuStreamWaitEvent, driver.CUstream(stream), event, 0)
+    finally:
+        call(driver.cuEventDestroy, event)
 
 
 empty = DeviceArray.empty
