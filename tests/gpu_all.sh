@@ -35,6 +35,7 @@ step gpu-tests "$PY" -m pytest -q -p no:cacheprovider -m gpu -rs --durations=20 
 step examples "$PY" -m ptxdsl.cli run examples/tma_*
 step bench-build "$PY" bench/bench_build.py --repeat 200
 step bench-copy "$PY" bench/bench_copy.py
+step bench-launch "$PY" bench/bench_launch.py
 step bench-start "$PY" bench/bench_start.py --repeat 3
 if [ "${1:-}" = "--sanitize" ]; then
     LOGS="${SANITIZE_LOGS:-$OUT/sanitize}" PYTHON="$PY" step sanitize tests/gpu_sanitize.sh
