@@ -367,6 +367,93 @@ def ring_drain(k, drain=3, tiles=6, stages=2):
         consume(t, False)
 
 
+def arrivals_bad(k, everyone=False):
+    """A barrier initialised for 128 arrivals; thread 0 alone arrives (everyone=True: all 128 do)."""
+    bar = k.mbarrier("bar")
+    t0 = k.setp("eq", k.tid_x(), 0)
+    with k.if_(t0):
+        k.mbarrier_init(bar, 128)
+        k.fence_mbarrier_init()
+    k.bar_sync(0)
+    if everyone:
+        k.mbarrier_arrive(bar)
+    else:
+        with k.if_(t0):
+            k.mbarrier_arrive(bar)
+    k.mbarrier_wait(bar, parity=0)  # BAD
+
+
+def ring3(k, first=0, release="empty", trips=None, tiles=8, stages=3):
+    """A 3-stage ring as one loop, the way a new user writes it: the prologue fills the slots; iteration t
+    waits on full[stage], every thread reads the slot and arrives on empty[stage], and thread 0 refills the
+    slot with tile t + STAGES where `t + STAGES < TILES`. The bugs: the phase bit starts at 1 (first=1: the
+    first wait returns before the data lands), the refill does not wait for the readers (release='none';
+    'sync' orders them with bar.sync instead, which is fine), the loop runs one iteration too many
+    (trips=TILES + 1: the last wait never returns)."""
+    src = k.param_tensormap("src", px.TensorMapSpec.tiled_for((tiles * 64, 256), "bf16", (64, 64)))
+    ring = k.shared("ring", stages * BOX, align=128)
+    full, empty = k.mbarrier("full", stages), k.mbarrier("empty", stages)
+    tid = k.tid_x()
+    t0 = k.setp("eq", tid, 0)
+    with k.if_(t0):
+        for s in range(stages):
+            k.mbarrier_init(full.at(8 * s), 1)
+            k.mbarrier_init(empty.at(8 * s), 128)
+        k.fence_mbarrier_init()
+    k.bar_sync(0)
+    fill_ring(k, src, ring, full, BOX, stages, t0)
+    stage, phase = k.mov(0, px.u32), k.mov(first, px.u32)
+    with k.loop(0, tiles if trips is None else trips) as t:
+        full_s, empty_s = k.mad(stage, 8, k.mov(full)), k.mad(stage, 8, k.mov(empty))
+        buf = k.mad(stage, BOX, k.mov(ring))
+        k.mbarrier_wait(full_s, parity=phase, sem="acquire", scope="cta")  # FULL
+        k.ld(px.b32, k.add(buf, k.shl(tid, 4)), space="shared::cta", vec=4)
+        k.mbarrier_arrive(empty_s, sem="release", scope="cta")
+        if release == "sync":
+            k.bar_sync(0)
+        with k.if_(t0), k.if_(k.setp("lt", k.add(t, stages), tiles)):
+            if release == "empty":
+                k.mbarrier_wait(empty_s, parity=phase, sem="acquire", scope="cta")
+            k.mbarrier_arrive_expect_tx(full_s, BOX, sem="release", scope="cta")
+            k.cp_async_bulk_tensor(buf, src, (0, k.mul(k.add(t, stages), 64)), mbar=full_s)  # REFILL
+        k.add(stage, 1, out=stage)
+        with k.if_(k.setp("eq", stage, stages)):
+            k.mov(0, px.u32, out=stage)
+            k.xor(phase, 1, out=phase)
+
+
+def variant(fn, marker, **kw):
+    """`fn` with keyword arguments, for the CASES table: the bad line is the one `fn` marks with `marker`."""
+    def build(k):
+        fn(k, **kw)
+    build.source, build.marker = fn, marker
+    build.__name__ = fn.__name__ + "".join(f"_{a}_{v}" for a, v in kw.items())
+    return build
+
+
+def publish_between_syncs(k, second_sync=True):
+    """Thread 0 edits a tensor map in shared memory, bar.sync, warp 0 publishes it with
+    tensormap.cp_fenceproxy, bar.sync, then thread 32 (of warp 1, which did not publish) loads through it: the
+    second bar.sync is what makes the edit published for it too."""
+    gslot, gmap, tms, warp0 = tmap_edit(k)
+    tile, bar = k.shared("tile", BOX, align=128), k.mbarrier("bar")
+    t0 = k.setp("eq", k.tid_x(), 0)
+    with k.if_(t0):
+        k.tensormap_replace(tms, "global_address", k.param("base", px.u64))
+        k.mbarrier_init(bar, 1)
+        k.fence_mbarrier_init()
+    k.bar_sync(0)
+    with k.if_(warp0):
+        k.tensormap_cp_fenceproxy(gslot, tms)
+    if second_sync:
+        k.bar_sync(0)
+    k.fence_proxy_tensormap("acquire", "gpu", gmap)
+    with k.if_(k.setp("eq", k.tid_x(), 32)):
+        k.mbarrier_arrive_expect_tx(bar, BOX)
+        k.cp_async_bulk_tensor(tile, px.TensorMapRef(gmap), (0, 0), mbar=bar)  # BAD
+    k.mbarrier_wait(bar, parity=0)
+
+
 def nothing(k):
     k.bar_sync(0)
 
@@ -398,6 +485,11 @@ CASES = [
      {"reqnctapercluster": 2}),
     ("coord-align", coord_bad, lambda k: coord_bad(k, 8), {}, {}),
     ("wait-never-armed", ring_drain, lambda k: ring_drain(k, drain=2), {}, {}),
+    ("wait-never-armed", variant(ring3, "# FULL", trips=9), ring3, {}, {}),
+    ("arrival-count", arrivals_bad, lambda k: arrivals_bad(k, everyone=True), {}, {}),
+    ("ring-parity", variant(ring3, "# FULL", first=1), ring3, {}, {}),
+    ("refill-race", variant(ring3, "# REFILL", release="none"), lambda k: ring3(k, release="sync"), {}, {}),
+    ("tensormap-release", variant(publish_between_syncs, "# BAD", second_sync=False), publish_between_syncs, {}, {}),
 ]
 
 
@@ -407,7 +499,7 @@ def marked_line(fn, marker: str) -> int:
 
 
 def bad_line(fn) -> int:
-    return marked_line(fn, "# BAD")
+    return marked_line(getattr(fn, "source", fn), getattr(fn, "marker", "# BAD"))
 
 
 def build(fn, name="t", **opts):
@@ -442,7 +534,8 @@ def test_fixed_kernels_assemble(rule, bad, good, bad_opts, good_opts):
 
 
 def test_every_rule_has_a_case_and_a_doc_section():
-    covered = {c[0] for c in CASES} | {"mbarrier-init-sync", "cluster-size", "debug-timeout", "target"}
+    covered = {c[0] for c in CASES} | {"mbarrier-init-sync", "cluster-size", "debug-timeout", "target",
+                                       "unchecked-tensormap", "tensormap-spec"}
     assert covered == set(RULES)
     doc = open(os.path.join(ROOT, "docs", "verifier.md")).read()
     for r in RULES.values():

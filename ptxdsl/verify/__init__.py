@@ -3,6 +3,10 @@
     check(kernel)          every finding, sorted by source line (what `ptxdsl check` prints)
     verify_kernel(kernel)  raise TargetError / VerifyError for the first error (KernelBuilder.finish calls it
                            unless the kernel was made with verify=False)
+    check_launch(kernel, args, grid=, block=, cluster=)
+                           raise LaunchError for a fact that depends on the arguments and does not hold with
+                           these (a coordinate or byte count passed as a parameter, a map declared without a
+                           spec, a loop bound); no GPU needed, cached per argument signature
 
 Rules are data (`rules.RULES`). The checks read only the ops' declared effects (ptxdsl.isa.effects):
 
@@ -17,8 +21,11 @@ Rules are data (`rules.RULES`). The checks read only the ops' declared effects (
       bulk_groups.py   bulk-group-pending, bulk-group-exit
       tensormaps.py    tensormap-release, tensormap-acquire, tensormap-align
       divergence.py    sync-aligned-divergent, barrier-divergent
-    kernel.py        smem-capacity, cluster-size, debug-timeout
-    ring.py          a run of thread 0 through barrier rings: wait-never-armed
+    symbols.py       values known up to parameters (linear forms), for the launch and device checks
+    kernel.py        smem-capacity, cluster-size, debug-timeout, unchecked-tensormap
+    ring.py          a run of the kernel's threads (thread classes) through its barriers: wait-never-armed,
+                     arrival-count, ring-parity, refill-race
+    deferred.py      the launch checks as data; launch.py evaluates them (check_launch)
 """
 from __future__ import annotations
 
@@ -30,11 +37,13 @@ from ..target import resolve_target
 from . import kernel as kernel_rules
 from .facts import Facts, key_name
 from .flow import Flow
+from .launch import check_launch, launch_plan
 from .ring import ring_findings
 from .rules import RULES, Diagnostic, Rule, diag, order
 from .state import stmts_loc
 
-__all__ = ["RULES", "Diagnostic", "Rule", "barrier_names", "check", "format_diagnostics", "verify_kernel"]
+__all__ = ["RULES", "Diagnostic", "Rule", "barrier_names", "check", "check_launch", "device_checks",
+           "format_diagnostics", "launch_plan", "verify_kernel"]
 
 
 def check(kernel: Kernel) -> list[Diagnostic]:
@@ -81,6 +90,20 @@ def barrier_names(k: Kernel, addrs) -> list[str]:
     return out
 
 
+def device_checks(k: Kernel) -> dict:
+    """What a debug kernel checks on the device before an instruction: {Instr: [check, ...]}, a check being
+    ("coord", register, multiple of elements, element bytes, dtype) for a TMA box's innermost coordinate whose
+    alignment is not static, or ("tx", register, bytes, barrier name, load lines) for an expect_tx whose
+    register alone decides a phase whose loads deliver a static byte count. Kept on the kernel."""
+    got = getattr(k, "device_checks", None)
+    if not isinstance(got, dict):
+        flow = Flow(k)
+        flow.run()
+        got = {s: c for s, c in flow.device.items() if c}
+        k.device_checks = got
+    return got
+
+
 def _path(file: str) -> str:
     try:
         rel = os.path.relpath(file)
@@ -93,6 +116,8 @@ def _findings(k: Kernel) -> list[Diagnostic]:
     out = list(kernel_rules.findings(k))
     flow = Flow(k).run()
     out.extend(flow)
+    if any(d.severity == "error" for d in flow):
+        return out                  # the run of the threads would mostly report what those errors cause
     seen = {(d.rule, d.loc) for d in flow}
     for f in ring_findings(k):
         if not any(f.rule in getattr(s, "allow", frozenset()) for s in f.stmts):

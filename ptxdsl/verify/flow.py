@@ -20,6 +20,7 @@ from . import (bulk_groups, continuation, divergence, mbarrier, memory, phases, 
 from .facts import CTA, LANE, VARYING, Facts
 from .rules import Diagnostic, diag
 from .state import MAX_ALTERNATIVES, MAX_GROUPS, ZERO, Ctx, InitInfo, Range, State, stmts_loc
+from .symbols import Resolver
 
 # effect class -> the rule families' handlers, each called as fn(flow, stmt, effect, state, ctx). Compute,
 # Opaque and Elect feed the register facts (facts.py); Collective and Barrier also go to divergence.check.
@@ -37,7 +38,7 @@ HANDLERS = {
     WaitGroup: (bulk_groups.wait,),
     Access: (memory.access,),
     ProxyFence: (mbarrier.fence, memory.fence, tensormaps.fence),
-    Barrier: (mbarrier.sync, memory.sync),
+    Barrier: (mbarrier.sync, memory.sync, tensormaps.sync),
     TmapEdit: (tensormaps.edit,),
     TmapPublish: (tensormaps.publish,),
     Exit: (memory.exit, bulk_groups.exit),
@@ -70,11 +71,21 @@ def _region_key(cond, elect=False):
 
 
 class Flow(Walker):
-    """Walks the kernel body in program order and reports the protocol rules."""
+    """Walks the kernel body in program order and reports the protocol rules.
 
-    def __init__(self, k: Kernel):
+    blind=True: the walk that prepares the launch checks. Every tensor map's spec is taken as unknown (the
+    launch binds one, which may not be the declared one), and what depends on a map or a parameter is kept in
+    `deferred` (verify/deferred.py checks) instead of being decided. Either walk keeps in `device` the checks a
+    debug kernel makes on the device before an instruction (ptxdsl.watchdog)."""
+
+    def __init__(self, k: Kernel, blind: bool = False):
         self.k = k
+        self.blind = blind
         self.facts = Facts(k)
+        self.resolve = Resolver(k, self.facts)
+        self.deferred: dict = {}    # (rule, loc, check) -> a launch check
+        self.device: dict = {}      # stmt -> [device check tuples] (None: checks that disagree)
+        self.tx_terms: dict = {}    # expect stmt -> (its tx operand, threads running it, the operand's Lin)
         self.found: dict = {}
         self.versions = itertools.count(1)
         self.cluster = math.prod(k.directives["reqnctapercluster"]) if "reqnctapercluster" in k.directives else None
@@ -105,6 +116,31 @@ class Flow(Walker):
     def where(self, v):
         """(buffer, offset or None) a shared-memory operand points at, or None."""
         return self.facts.where(v)
+
+    def value(self, v):
+        """An operand as an int, a linear form over parameters and registers (symbols.Lin), or None."""
+        return self.resolve.value(v)
+
+    def defer(self, check, *stmts):
+        """Keep a launch check, unless one of `stmts` allows its rule."""
+        allow = frozenset().union(*(getattr(s, "allow", frozenset()) for s in stmts if s is not None))
+        if check.rule not in allow:
+            self.deferred.setdefault((check.rule, check.loc, check), check)
+
+    def device_check(self, s, check, *stmts):
+        """A check a debug kernel makes on the device before `s` (dropped where the rule is allowed, and when
+        two passes of the walk ask for different ones)."""
+        rule = "coord-align" if check[0] == "coord" else "expect-tx-mismatch"
+        allow = frozenset().union(*(getattr(x, "allow", frozenset()) for x in (s, *stmts) if x is not None))
+        if rule in allow:
+            return
+        have = self.device.setdefault(s, [])
+        if have is None or check in have:
+            return
+        if any(c[0] == check[0] for c in have):
+            self.device[s] = None
+            return
+        have.append(check)
 
     def rng(self, v, size):
         w = self.where(v)
@@ -259,7 +295,7 @@ class Flow(Walker):
         out.uncommitted = tuple(dict.fromkeys(mine_a(a.uncommitted) + mine_b(b.uncommitted)))
         groups = [g for g in map(mine_a, a.groups) if g] + [g for g in map(mine_b, b.groups) if g]
         out.groups = tuple(dict.fromkeys(groups))[-MAX_GROUPS:]
-        out.unreleased = tuple(dict.fromkeys(a.unreleased + b.unreleased))
+        out.unreleased, out.unsynced = tensormaps.join(entry, a, b, both_run)
         out.acquired = a.acquired | b.acquired
         for r in set(a.ver) | set(b.ver):
             va, vb = a.ver.get(r, 0), b.ver.get(r, 0)

@@ -1,19 +1,22 @@
 """Kernel-wide rules: smem-capacity (shared memory over what ptxas or the device allows), cluster-size (a
 cluster over 8 CTAs needs the non-portable opt-in; over 16 is impossible), debug-timeout (debug= is neither
-a bool nor a positive number of seconds)."""
+a bool nor a positive number of seconds), unchecked-tensormap (a tensor-map parameter a TMA instruction uses
+has no TensorMapSpec: its checks wait for the launch)."""
 from __future__ import annotations
 
 import math
 
-from ..ir import MAX_SHARED_PER_BLOCK, MAX_STATIC_SHARED, Kernel
+from ..ir import MAX_SHARED_PER_BLOCK, MAX_STATIC_SHARED, Kernel, TensorMapRef
+from ..isa.effects import AsyncRead, AsyncWrite, TmapRead
 from .rules import diag
+from .state import lines
 
 PORTABLE_CLUSTER, MAX_CLUSTER = 8, 16
 
 
 def findings(k: Kernel):
     """Every kernel-wide finding."""
-    for check in (capacity, cluster_size, debug_timeout):
+    for check in (capacity, cluster_size, debug_timeout, unchecked_maps):
         yield from check(k)
 
 
@@ -51,3 +54,23 @@ def debug_timeout(k: Kernel):
     if not isinstance(v, (int, float)) or not 0 < v <= 3600:
         yield diag("debug-timeout", f"debug={v!r}: expected True/False or a wait timeout in seconds "
                    f"(0 < seconds <= 3600)", k.loc)
+
+
+def unchecked_maps(k: Kernel):
+    """A warning per tensor-map parameter without a spec that a TMA instruction reads, naming the checks that
+    then run only at launch (ptxdsl.verify.check_launch, with the map the launch binds)."""
+    uses: dict = {}
+    for ins in k.walk():
+        for e in ins.op.effects():
+            ref = getattr(e, "tmap", None) if isinstance(e, (AsyncWrite, AsyncRead, TmapRead)) else None
+            if isinstance(ref, TensorMapRef) and ref.param is not None and getattr(ref.param, "tmap", None) is None:
+                uses.setdefault(ref.param, []).append((ins, isinstance(e, AsyncWrite)))
+    for p, sites in uses.items():
+        off = ["coord-align", "tma-smem-bounds", "tma-smem-align", "the instruction's rank, mode and element-type "
+               "rules"]
+        if any(load for _, load in sites):
+            off.insert(0, "expect-tx-mismatch (the bytes of its box)")
+        yield diag("unchecked-tensormap", f"tensor map {p.name!r} has no TensorMapSpec, so its use at "
+                   f"{lines([s for s, _ in sites])} is checked only when the kernel is launched: "
+                   f"{', '.join(off)}; declare it with param_tensormap({p.name!r}, spec) (in .ptxd: "
+                   f"`tensormap {p.name}: DTYPE[SHAPE] box [...]`) to check them now", p.loc)

@@ -1,53 +1,52 @@
-"""The ring check: a concrete run of thread 0 of CTA 0 through a kernel, counting the mbarrier phases it arms
-and waits for on each slot of a barrier array it indexes at run time (a ring of stages).
+"""The run: a concrete run of one CTA's threads through the kernel, counting what each mbarrier phase receives.
 
-The walk (flow) cannot tell the slots of such an array apart. This run can, wherever thread 0's path is fixed
-by constants, loop counters and %tid (every special register that names a thread, CTA or cluster rank reads
-0). Rules: wait-never-armed (a wait for a phase thread 0 never arms never returns), tma-load-race (a phase it
-arms but never waits for leaves a TMA load in flight when the kernel exits: a drain loop one iteration too
-short or too long). Anything it cannot follow (a branch on a parameter, elect.sync, a multicast or remote
-barrier, an arrival count above 1) ends the run without a finding. Register arithmetic is ptxdsl.fold's.
+The walk (flow) cannot tell the slots of a barrier array indexed at run time apart, nor count the arrivals of
+threads that take different branches. This run can, wherever the threads' paths are fixed by constants, loop
+counters, %tid (and what it selects: warps, lanes, elect.sync's lowest lane) and, at launch, the scalar
+parameters: CTA 0 of cluster 0 (every CTA or cluster index reads 0). Threads that take the same path run as one
+class (verify/threads.py), which splits where a branch or guard differs among its threads; the classes run one
+after another until each ends or blocks (an mbarrier wait whose phase has not completed, a bar.sync), as long as
+any can go on.
+
+An mbarrier phase completes when its arrivals reach the init count and its transaction bytes (expect_tx minus
+the bytes of the loads completing on it) reach zero. Each class keeps what it knows of the others (vector
+clocks, joined at arrive -> wait and at bar.sync), so a TMA load into shared memory can be checked against the
+reads it may overwrite. Rules:
+
+- wait-never-armed: every thread still running is blocked and a wait's phase has no arrival at all;
+- arrival-count: ... a wait's phase has some arrivals but fewer than the init count (`mbarrier.init(bar, 128)`
+  where only thread 0 arrives);
+- expect-tx-mismatch: ... its arrivals are complete but its bytes are not (per slot of a ring);
+- ring-parity: a wait returns at once because it names a phase its threads have already seen complete, while
+  a TMA load on the barrier's current phase is pending (a single-loop ring whose parity starts at 1);
+- refill-race: a TMA load into a buffer that other threads read with nothing (an mbarrier arrive -> wait, a
+  bar.sync) ordering those reads before it (a refill with the empty-barrier wait or bar.sync removed);
+- tma-load-race: a thread reads a ring slot before it has seen the phase its load completes on, or the kernel
+  ends while a load on a ring slot was never waited for.
+
+Anything it cannot follow (a branch or loop bound on a value it does not know, hand-written branches, a
+multicast, remote barrier or state-token wait, more than MAX_CLASSES classes, STEP_BUDGET steps) ends the run
+without a finding. `ring_findings(kernel)` runs it when the kernel is verified; `check_launch` runs it again with
+the scalar parameters when the first run stopped on one (ring_depends_on_params).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..fold import evaluate, signed
-from ..ir import Addr, If, Imm, Instr, Loop, PredNot, Reg, SharedAlloc, SpecialReg, WaitLoop, Walker, walk
-from ..isa.effects import (Arrive, AsyncWrite, CompleteTx, Compute, Exit, ExpectTx, Init, Inval, Jump, Wait)
-from ..types import pred
+from ..ir import Addr, Instr, Param, Reg, WaitLoop, walk
+from ..isa.effects import (Access, Arrive, AsyncWrite, Barrier, CompleteTx, Compute, Elect, Exit, ExpectTx, Init,
+                           Inval, Jump, Trap, Wait)
+from .linear import flatten
+from .threads import Sym, Threads, Values, describe, split
 
-STEP_BUDGET = 20_000            # statements one run may execute before it gives up (a few ms)
-ZERO_SREGS = frozenset({"%tid.x", "%tid.y", "%tid.z", "%laneid", "%ctaid.x", "%ctaid.y", "%ctaid.z",
-                        "%cluster_ctarank", "%cluster_ctaid.x", "%cluster_ctaid.y", "%cluster_ctaid.z",
-                        "%clusterid.x", "%clusterid.y", "%clusterid.z"})
-BARRIER_EVENTS = (Init, Inval, Arrive, ExpectTx, CompleteTx, Wait)
+STEP_BUDGET = 100_000           # class steps one run may take before it gives up
+MAX_CLASSES = 64
+SHARED = ("shared", "shared::cta", "")
+WATCHED = (Init, Inval, Arrive, ExpectTx, CompleteTx, Wait, AsyncWrite, Barrier, Exit, Trap, Jump)
 
 
 class _GiveUp(Exception):
-    """Thread 0's path depends on something the run does not know."""
-
-
-class _Exit(Exception):
-    """ret / exit: the run is over."""
-
-
-@dataclass(frozen=True)
-class _Sym:
-    """An address in shared memory: `off` bytes into `alloc`."""
-
-    alloc: SharedAlloc
-    off: int
-
-
-@dataclass
-class _Slot:
-    """One mbarrier as thread 0 sees it."""
-
-    count: int = 1
-    armed: int = 0              # phases completed by thread 0's arrivals (the TMA bytes land in time)
-    waited: int = 0             # of those, the ones thread 0 has waited for
-    loads: list = field(default_factory=list)
+    """The run depends on something it does not know."""
 
 
 @dataclass(frozen=True)
@@ -57,283 +56,587 @@ class Finding:
     stmts: tuple
 
 
-def ring_findings(kernel) -> list[Finding]:
-    """What the run of thread 0 finds on the barrier arrays it indexes at run time (empty when it gives up)."""
-    if not _ring_waits(kernel.body):
-        return []                               # every wait names its barrier statically: the flow knows
-    run = _Run()
+@dataclass
+class _Bar:
+    """One mbarrier."""
+
+    count: int
+    pending: int
+    stmt: object
+    tx: int = 0
+    phase: int = 0
+    exact: bool = True              # every byte count on it was known
+    vc: dict = field(default_factory=dict)      # knowledge the current phase's arrivals released
+    done: dict = field(default_factory=dict)    # phase -> knowledge at its completion
+    arrived: list = field(default_factory=list)  # (tids, stmt) of the current phase's arrivals
+    loads: list = field(default_factory=list)   # loads on the current phase
+    src: list = field(default_factory=list)     # the expect_tx, complete_tx and loads of the current phase
+
+
+@dataclass
+class _Load:
+    """A TMA load (or bulk copy) into shared memory."""
+
+    alloc: object
+    lo: int
+    hi: int
+    key: Sym
+    phase: int
+    stmt: object
+    issuer: tuple = ()
+
+
+def ring_findings(kernel, params=None, block=None, maps=None) -> list:
+    """What the run finds (empty when it gives up). `params` (name -> int) and `block` are a launch's; `maps`
+    (name -> TensorMapSpec) the maps it binds."""
+    if not _has_waits(kernel):
+        return []
+    run = _Run(kernel, params, block, maps)
     try:
-        run.block(kernel.body)
-    except _Exit:
-        pass
+        run.go()
     except _GiveUp:
         return []
-    return run.findings()
+    return run.verdict()
 
 
-def _arms(effects) -> bool:
-    """An instruction that moves a barrier's phase on: an arrive, or a copy that completes on it."""
-    return any(isinstance(e, (Arrive, AsyncWrite)) for e in effects)
+def ring_depends_on_params(kernel) -> tuple:
+    """The scalar parameters (names) to run again with at launch: all of them when the run without them
+    gives up (or does not know the block's size), else ()."""
+    if not _has_waits(kernel):
+        return ()
+    names = tuple(p.name for p in kernel.params if p.kind == "scalar")
+    run = _Run(kernel, None, None, None)
+    try:
+        run.go()
+    except _GiveUp:
+        return names + (("block",) if run.block is None else ()) if (names or run.block is None) else ()
+    return ()
 
 
-def _counted(effects) -> bool:
-    """An instruction the run counts: an mbarrier op or wait, or a copy that completes on a barrier."""
-    return any(isinstance(e, BARRIER_EVENTS + (AsyncWrite,)) for e in effects)
+def _has_waits(kernel) -> bool:
+    return bool(kernel.wait_sites) and any(isinstance(e, AsyncWrite) or isinstance(e, Arrive)
+                                           for ins in kernel.walk() for e in ins.op.effects())
 
 
-def _any(stmts, test) -> bool:
-    return any(test(ins.op.effects()) for ins in walk(stmts))
+def _relevant(kernel) -> set:
+    """Registers whose values the run needs: conditions, loop bounds, guards, barrier and shared-memory
+    operands, and what they are computed from."""
+    need, defs = set(), {}
 
+    def use(*vals):
+        for v in vals:
+            if isinstance(v, Addr):
+                v = v.base
+            r = getattr(v, "reg", v)
+            if isinstance(r, Reg):
+                need.add(r)
 
-def _ring_waits(stmts) -> bool:
-    """Whether some wait finds its barrier through a register (a slot picked at run time)."""
-    return any(isinstance(e, Wait) and isinstance(e.bar.base if isinstance(e.bar, Addr) else e.bar, Reg)
-               for ins in walk(stmts) for e in ins.op.effects())
-
-
-def _defs(stmts):
-    for s in stmts:
-        if isinstance(s, (Instr, WaitLoop)):
-            yield from s.op.defs()
-        elif isinstance(s, If):
-            yield from _defs(s.then)
-            yield from _defs(s.orelse or [])
-        elif isinstance(s, Loop):
-            yield s.var
-            yield from _defs(s.body)
-
-
-class _Run(Walker):
-    def __init__(self):
-        self.vals: dict = {}
-        self.steps = 0
-        self.slots: dict = {}           # _Sym -> _Slot
-        self.ring: set = set()          # allocs some event addressed through a register
-        self.hang = None                # (the wait that never returns, its slot, the phase it waits for)
-        self.counted: dict = {}         # Loop -> whether its body holds anything the run counts;
-                                        # id(branch) -> whether it arrives or loads
-
-    # -------------------------------------------------------------------------------- values
-
-    def val(self, v):
-        if isinstance(v, Imm):
-            return None if v.type.kind == "f" else int(v.value)
-        if isinstance(v, Reg):
-            return self.vals.get(v)
-        if isinstance(v, PredNot):
-            x = self.vals.get(v.reg)
-            return None if x is None else not x
-        if isinstance(v, SpecialReg):
-            return 0 if v.name in ZERO_SREGS else None
-        if isinstance(v, SharedAlloc):
-            return _Sym(v, 0)
-        return None
-
-    def number(self, v):
-        """An operand's value for fold.evaluate: an int or bool, None for an address or anything unknown."""
-        x = self.val(v)
-        return None if isinstance(x, _Sym) else x
-
-    def addr(self, v):
-        """The slot a memory operand names, or raise _GiveUp."""
-        base, off = (v.base, v.offset) if isinstance(v, Addr) else (v, 0)
-        if isinstance(base, SharedAlloc):
-            return _Sym(base, off)
-        x = self.vals.get(base) if isinstance(base, Reg) else None
-        if not isinstance(x, _Sym):
-            raise _GiveUp
-        self.ring.add(x.alloc)
-        return _Sym(x.alloc, x.off + off)
-
-    def set(self, reg, x):
-        if isinstance(x, bool) or reg.type is pred:
-            self.vals[reg] = None if x is None else bool(x)
-        elif isinstance(x, int):
-            self.vals[reg] = x & ((1 << reg.type.reg_bits) - 1)
-        else:
-            self.vals[reg] = x
-
-    def forget(self, regs):
-        for r in regs:
-            self.vals[r] = None
-
-    # -------------------------------------------------------------------------------- statements
-
-    def block(self, stmts):
+    def scan(stmts):
+        from ..ir import If, Loop
         for s in stmts:
+            if isinstance(s, If):
+                use(s.cond)
+                scan(s.then)
+                scan(s.orelse or [])
+            elif isinstance(s, Loop):
+                use(s.start, s.stop)
+                scan(s.body)
+            elif isinstance(s, (Instr, WaitLoop)):
+                use(getattr(s, "guard", None))
+                for e in s.op.effects():
+                    if isinstance(e, Compute):
+                        defs.setdefault(e.dst, []).extend(e.args)
+                    elif isinstance(e, (Init, Arrive, ExpectTx, CompleteTx)):
+                        use(e.bar, getattr(e, "count", None), getattr(e, "tx", None))
+                    elif isinstance(e, Wait):
+                        use(e.bar, e.parity)
+                    elif isinstance(e, AsyncWrite):
+                        use(e.dst, e.bar, e.size, e.multicast)
+                    elif isinstance(e, Access) and e.space in SHARED:
+                        use(e.addr)
+                    elif isinstance(e, Barrier):
+                        use(e.count)
+                    elif isinstance(e, Elect):
+                        use(e.mask)
+
+    scan(kernel.body)
+    todo = list(need)
+    while todo:
+        r = todo.pop()
+        for a in defs.get(r, ()):
+            x = getattr(a, "reg", a)
+            if isinstance(x, Reg) and x not in need:
+                need.add(x)
+                todo.append(x)
+    return need
+
+
+class _Run:
+    def __init__(self, k, params, block, maps):
+        self.k = k
+        d = k.directives
+        ntid = d.get("reqntid") or (tuple(block) if block else None)
+        self.block = tuple(ntid) + (1,) * (3 - len(ntid)) if ntid else None
+        self.values = Values(self.block or (1, 1, 1), params)
+        self.maps = maps or {}
+        self.relevant = _relevant(k)
+        self.code = flatten(k.body, self._needed)
+        self.bars: dict = {}
+        self.loads: list = []
+        self.ring: set = set()          # barrier arrays some op addressed through a register
+        self.found: dict = {}
+        self.steps = 0
+        self.next_id = 1
+        self.classes: list = []
+
+    def _needed(self, loop) -> bool:
+        return any(isinstance(e, WATCHED) or isinstance(e, Access) and e.space in SHARED
+                   for ins in walk(loop.body) for e in ins.op.effects()) or any(
+            isinstance(s, WaitLoop) for s in loop.body)
+
+    # ------------------------------------------------------------------------------ scheduling
+
+    def go(self):
+        if self.code is None or self.block is None:
+            raise _GiveUp
+        self.classes = [Threads(0, tuple(range(self.block[0] * self.block[1] * self.block[2])))]
+        while True:
+            ran = False
+            for th in list(self.classes):
+                if th.state == "wait" and self._wait_over(th):
+                    th.state = "run"
+                if th.state == "run":
+                    self._run(th)
+                    ran = True
+            if ran:
+                continue
+            if all(th.state == "done" for th in self.classes):
+                return
+            if not self._release_syncs():
+                self._deadlock()
+                return
+
+    def _run(self, th: Threads):
+        code = self.code
+        while th.state == "run":
             self.steps += 1
             if self.steps > STEP_BUDGET:
                 raise _GiveUp
-            self.visit(s)
-
-    def if_(self, s: If):
-        c = None if s.kind == "elect" else self.val(s.cond)
-        if c is None:
-            if _any(s.then, _counted) or _any(s.orelse or [], _counted):
-                raise _GiveUp
-            self.forget(_defs(s.then))
-            self.forget(_defs(s.orelse or []))
-        else:
-            taken, other = (s.then, s.orelse or []) if c else (s.orelse or [], s.then)
-            skipped = self.counted.get(id(other))
-            if skipped is None:
-                skipped = self.counted[id(other)] = _any(other, _arms)
-            if skipped:
-                raise _GiveUp                   # other threads arrive or load there: thread 0 alone cannot count
-            self.block(taken)
-
-    def loop(self, s: Loop):
-        start, stop = self.val(s.start), self.val(s.stop)
-        events = self.counted.get(s)
-        if events is None:
-            events = self.counted[s] = _any(s.body, _counted)
-        if not events or not isinstance(start, int) or not isinstance(stop, int):
-            if events:
-                raise _GiveUp
-            self.forget([s.var, *_defs(s.body)])      # nothing counted in it: skip it, forget what it writes
-            return
-        bits, is_signed = s.var.type.bits, s.var.type.kind == "s"
-        value = (lambda x: signed(x, bits)) if is_signed else (lambda x: x)
-        self.set(s.var, start)
-        while (value(self.vals[s.var]) < value(stop)) if s.step > 0 else (value(self.vals[s.var]) > value(stop)):
-            self.block(s.body)
-            if not isinstance(self.vals.get(s.var), int):
-                raise _GiveUp
-            self.set(s.var, self.vals[s.var] + s.step)
-
-    def instr(self, s: Instr):
-        effects = s.op.effects()
-        if s.guard is not None:
-            g = self.val(s.guard)
-            if g is None:
-                if any(isinstance(e, BARRIER_EVENTS + (AsyncWrite, Exit, Jump)) for e in effects):
+            if th.pc >= len(code):
+                th.state = "done"
+                return
+            op = code[th.pc]
+            kind = op[0]
+            if kind == "ins":
+                self._ins(th, op[1])
+            elif kind == "wait":
+                self._wait(th, op[1])
+            elif kind == "if":
+                self._branch(th, op[1], op[2])
+            elif kind == "jmp":
+                th.pc = op[1]
+            elif kind == "init":
+                loop = op[1]
+                th.regs[loop.var] = self._int(th, loop.start)
+                th.pc += 1
+            elif kind == "test":
+                self._test(th, op[1], op[2])
+            elif kind == "step":
+                loop = op[1]
+                v = th.regs.get(loop.var)
+                if not isinstance(v, int):
                     raise _GiveUp
-                self.forget(s.op.defs())
+                th.regs[loop.var] = (v + loop.step) & ((1 << loop.var.type.reg_bits) - 1)
+                th.pc += 1
+            else:                               # skip
+                for r in op[2]:
+                    th.regs.pop(r, None)
+                th.pc += 1
+
+    def _int(self, th, v):
+        x = self.values.get(th, v)
+        if not isinstance(x, int) or isinstance(x, bool):
+            raise _GiveUp
+        return x
+
+    def _test(self, th, loop, end):
+        var, stop = th.regs.get(loop.var), self._int(th, loop.stop)
+        if not isinstance(var, int):
+            raise _GiveUp
+        bits = loop.var.type.bits
+        if loop.var.type.kind == "s":
+            var, stop = _signed(var, bits), _signed(stop, bits)
+        more = var < stop if loop.step > 0 else var > stop
+        th.pc = th.pc + 1 if more else end
+
+    def _branch(self, th, s, other):
+        c = self.values.get(th, s.cond)
+        if isinstance(c, tuple):
+            if any(x is None for x in c):
+                raise _GiveUp
+            yes, no = self._split(th, c)
+            yes.pc, no.pc = th.pc + 1, other
+            return
+        if c is None:
+            raise _GiveUp
+        th.pc = th.pc + 1 if c else other
+
+    def _split(self, th, mask):
+        if len(self.classes) >= MAX_CLASSES:
+            raise _GiveUp
+        dicts = [c.vc for c in self.classes if c is not th]
+        for b in self.bars.values():
+            dicts.append(b.vc)
+            dicts.extend(b.done.values())
+        yes, no = split(th, mask, self.next_id, dicts)
+        self.next_id += 2
+        i = self.classes.index(th)
+        self.classes[i:i + 1] = [yes, no]
+        th.state = "split"
+        return yes, no
+
+    # ------------------------------------------------------------------------------ instructions
+
+    def _ins(self, th, s: Instr):
+        if s.guard is not None:
+            g = self.values.get(th, s.guard)
+            if isinstance(g, tuple):
+                if any(x is None for x in g):
+                    raise _GiveUp
+                yes, no = self._split(th, g)
+                no.pc = th.pc + 1           # the threads the guard leaves out skip the instruction
+                return
+            if g is None:
+                if any(isinstance(e, WATCHED) for e in s.op.effects()):
+                    raise _GiveUp
+                for r in s.op.defs():
+                    th.regs.pop(r, None)
+                th.pc += 1
                 return
             if not g:
-                if _arms(effects):
-                    raise _GiveUp               # other threads may arrive or load here
+                th.pc += 1
                 return
-        results = [(e.dst, self.compute(e)) for e in effects if isinstance(e, Compute)]
-        self.forget(s.op.defs())
-        for reg, x in results:
-            self.set(reg, x)
+        effects = s.op.effects()
+        results = []
         for e in effects:
+            if isinstance(e, Compute) and e.dst in self.relevant:
+                results.append((e.dst, self.values.compute(e, [self.values.get(th, a) for a in e.args])))
+            elif isinstance(e, Elect):
+                results.append((e.dst, self.values.elect(th, e.mask)))
+            elif isinstance(e, Access) and isinstance(e.addr, Param) and e.addr.kind == "scalar":
+                results.extend((r, self.values.params.get(e.addr.name)) for r in s.op.defs())
+        for r in s.op.defs():
+            th.regs.pop(r, None)
+        for r, v in results:
+            if v is not None:
+                th.regs[r] = v
+        th.pc += 1
+        for e in sorted(effects, key=lambda x: not isinstance(x, ExpectTx)):    # arrive.expect_tx: expect first
             if isinstance(e, Exit):
-                raise _Exit
-            if isinstance(e, Jump):
+                th.state = "done"
+                return
+            if isinstance(e, (Trap, Jump)):
                 raise _GiveUp
-            if isinstance(e, Init):
-                self.init(e)
-            elif isinstance(e, Arrive):
-                self.arrive(e)
-            elif isinstance(e, AsyncWrite):
-                self.load(s, e)
+            handler = _HANDLERS.get(type(e))
+            if handler is not None:
+                handler(self, th, s, e)
 
-    # -------------------------------------------------------------------------------- register ops
-
-    def compute(self, e: Compute):
-        """The value a Compute effect writes: an int or bool (fold.evaluate), an address, or None."""
-        fn = e.fn
-        if fn == "mov":
-            return self.val(e.args[0])
-        if fn == "selp":
-            c = self.val(e.args[2])
-            return None if c is None else self.val(e.args[0] if c else e.args[1])
-        if fn in ("add", "sub") or (fn == "mad" and e.mode in ("lo", "wide")):
-            vals = [self.val(a) for a in e.args]
-            if any(isinstance(x, _Sym) for x in vals):
-                return self._address(fn, vals)
-        return evaluate(e, self.number)
-
-    @staticmethod
-    def _address(fn, vals):
-        """add/sub of an address and a number, mad of two numbers and an address (None otherwise)."""
-        ints = [x for x in vals if isinstance(x, int) and not isinstance(x, bool)]
-        if fn == "add" and len(ints) == 1:
-            sym = next(x for x in vals if isinstance(x, _Sym))
-            return _Sym(sym.alloc, sym.off + ints[0])
-        if fn == "sub" and isinstance(vals[0], _Sym) and len(ints) == 1:
-            return _Sym(vals[0].alloc, vals[0].off - ints[0])
-        if fn == "mad" and isinstance(vals[2], _Sym) and len(ints) == 2:
-            return _Sym(vals[2].alloc, vals[2].off + ints[0] * ints[1])
-        return None
-
-    # -------------------------------------------------------------------------------- mbarriers
-
-    def slot(self, v) -> _Slot:
-        return self.slots.setdefault(self.addr(v), _Slot())
-
-    def init(self, e: Init):
-        count = self.val(e.count)
-        if not isinstance(count, int):
+    def _addr(self, th, v, bar=False) -> Sym:
+        x = self.values.get(th, v.base if isinstance(v, Addr) else v)
+        off = v.offset if isinstance(v, Addr) else 0
+        if not isinstance(x, Sym):
             raise _GiveUp
-        self.slots[self.addr(e.bar)] = _Slot(count=count)
+        if bar and isinstance(v.base if isinstance(v, Addr) else v, Reg):
+            self.ring.add(x.alloc)
+        return Sym(x.alloc, x.off + off)
 
-    def arrive(self, e: Arrive):
+    def _bar(self, th, v, waiting=False) -> tuple:
+        key = self._addr(th, v, bar=True)
+        b = self.bars.get(key)
+        if b is None:
+            if not waiting:
+                raise _GiveUp               # used before an init this run saw
+            b = self.bars[key] = _Bar(1, 1, None)       # never initialised: its phase 0 never completes
+        return key, b
+
+    def init(self, th, s, e):
+        count = self._int(th, e.count)
+        key = self._addr(th, e.bar, bar=True)
+        self.bars[key] = _Bar(count, count, s)
+
+    def inval(self, th, s, e):
+        self.bars.pop(self._addr(th, e.bar, bar=True), None)
+
+    def arrive(self, th, s, e):
+        if e.remote or e.pending:
+            raise _GiveUp
+        key, b = self._bar(th, e.bar)
+        n = th.n * (self._int(th, e.count) if e.count is not None else 1)
+        th.tick()
+        for k, v in th.vc.items():
+            if b.vc.get(k, -1) < v:
+                b.vc[k] = v
+        b.arrived.append((th.tids, s))
+        b.pending -= n
+        if e.drop:
+            b.count -= n
+        self._complete(key, b, s)
+
+    def expect_tx(self, th, s, e):
         if e.remote:
             raise _GiveUp
-        slot = self.slot(e.bar)
-        if e.count is not None and self.val(e.count) != 1:
-            slot.count = 0                      # arrivals counted in bulk: not a ring this run follows
-        if e.pending or e.drop:
-            slot.count = 0
-        slot.armed += 1
+        key, b = self._bar(th, e.bar)
+        tx = self.values.get(th, e.tx)
+        if isinstance(tx, int) and not isinstance(tx, bool):
+            b.tx += th.n * tx
+        else:
+            b.exact = False
+        b.src.append(s)
 
-    def load(self, s, e: AsyncWrite):
-        if e.multicast is not None:
+    def complete_tx(self, th, s, e):
+        if e.remote:
             raise _GiveUp
-        self.slot(e.bar).loads.append(s)
+        key, b = self._bar(th, e.bar)
+        tx = self.values.get(th, e.tx)
+        if isinstance(tx, int) and not isinstance(tx, bool):
+            b.tx -= th.n * tx
+        else:
+            b.exact = False
+        b.src.append(s)
+        self._complete(key, b, s)
 
-    def wait(self, w: WaitLoop):
+    def load(self, th, s, e):
+        if e.remote or e.multicast is not None:
+            raise _GiveUp
+        key, b = self._bar(th, e.bar)
+        dst = self._addr(th, e.dst)
+        nbytes, room = self._sizes(th, e)
+        th.tick()
+        hi = dst.off + (room if room is not None else dst.alloc.nbytes)
+        self._refill_race(th, s, dst.alloc, dst.off, hi)
+        ld = _Load(dst.alloc, dst.off, hi, key, b.phase, s, th.tids)
+        self.loads.append(ld)
+        b.loads.append(ld)
+        b.src.append(s)
+        if nbytes is None:
+            b.exact = False
+            b.tx = min(b.tx, 0)
+        else:
+            b.tx -= th.n * nbytes
+        self._complete(key, b, s)
+
+    def _sizes(self, th, e):
+        """(transaction bytes, shared bytes) of a copy: its size, or its map's box."""
+        if e.tmap is None:
+            n = self.values.get(th, e.size)
+            return (n, n) if isinstance(n, int) and not isinstance(n, bool) else (None, None)
+        p = getattr(e.tmap, "param", None)
+        spec = None if p is None else self.maps.get(p.name) or getattr(p, "tmap", None)
+        try:
+            return int(spec.box_bytes), int(spec.smem_bytes)
+        except (AttributeError, KeyError, ValueError, TypeError):
+            return None, None
+
+    def access(self, th, s, e):
+        if e.space not in SHARED:
+            return
+        x = self.values.get(th, e.addr.base if isinstance(e.addr, Addr) else e.addr)
+        off = e.addr.offset if isinstance(e.addr, Addr) else 0
+        addrs = x if isinstance(x, tuple) else (x,)
+        if not addrs or not all(isinstance(a, Sym) for a in addrs) or len({a.alloc for a in addrs}) != 1:
+            return
+        alloc = addrs[0].alloc
+        lo, hi = min(a.off for a in addrs) + off, max(a.off for a in addrs) + off + e.nbytes
+        clock = th.tick()
+        th.reads.append((alloc, lo, hi, clock, s, e.write))
+        for ld in self.loads:
+            if ld.alloc is not alloc or not (ld.lo < hi and lo < ld.hi) or ld.key.alloc not in self.ring:
+                continue
+            seen = th.vc.get(("bar", ld.key), -1)
+            if seen >= ld.phase:
+                continue
+            verb = "write" if e.write else "read"
+            if seen == ld.phase - 1 and ld.phase > 0:
+                # they are still on the slot's previous data, and the refill is already on its way
+                self._report("refill-race", f"{describe(ld.issuer)} start(s) a TMA load into {alloc.name}"
+                             f"[{ld.lo}:{ld.hi}] here while {describe(th.tids)} may still {verb} it ({verb} at line "
+                             f"{_line(s)}): nothing orders that {verb} before this load (wait on the slot's empty "
+                             f"barrier, which every reader arrives on after reading, or bar.sync, before the "
+                             f"refill)", ld.stmt, s)
+            else:
+                self._report("tma-load-race", f"{describe(th.tids)} {verb}(s) {alloc.name}[{lo}:{hi}] here while the "
+                             f"TMA load at line {_line(ld.stmt)} into it may still be in flight: they have not "
+                             f"waited for phase {ld.phase} of mbarrier {_slot(ld.key)}, which it completes on", s,
+                             ld.stmt)
+            break
+
+    def barrier(self, th, s, e):
+        """bar.sync / barrier.cluster.wait: block until every live thread (or `count` threads) is there. The
+        barriers a kernel names are told apart by scope and count."""
+        if not e.wait:
+            return
+        count = self._int(th, e.count) if e.count is not None else None
+        th.state, th.at = "bar", (s, (e.scope, count), count)
+
+    # ------------------------------------------------------------------------------ barriers
+
+    def _complete(self, key, b: _Bar, s):
+        while b.pending <= 0 and (b.tx == 0 or not b.exact):
+            known = dict(b.vc)
+            known[("bar", key)] = b.phase
+            b.done[b.phase] = known
+            b.phase += 1
+            b.pending += b.count
+            b.tx = 0
+            b.vc, b.arrived, b.loads, b.src = {}, [], [], []
+            if b.count <= 0:
+                raise _GiveUp
+        if b.pending <= 0 and b.tx < 0 and b.exact:
+            self._report("expect-tx-mismatch", f"mbarrier {_slot(key)} receives {-b.tx} transaction bytes more than "
+                         f"its phase {b.phase} expects once all {b.count} arrivals are in: the tx-count underflows",
+                         *_expects_first(b.src), s)
+            b.tx = 0
+            self._complete(key, b, s)
+
+    def _wait(self, th, w: WaitLoop):
         e = next((x for x in w.op.effects() if isinstance(x, Wait)), None)
         if e is None or e.parity is None:
             raise _GiveUp
-        parity, key = self.val(e.parity), self.addr(e.bar)
-        slot = self.slots.setdefault(key, _Slot())
-        if parity not in (0, 1):
+        parity = self.values.get(th, e.parity)
+        if parity not in (0, 1) or isinstance(parity, tuple):
             raise _GiveUp
-        self.forget(w.op.defs())
-        if parity != slot.waited % 2:
-            return                              # names the phase before: returns at once (phase-reuse's business)
-        if slot.armed > slot.waited:
-            slot.waited += 1
+        key, b = self._bar(th, e.bar, waiting=True)
+        seen = th.vc.get(("bar", key), -1)
+        if parity == seen % 2:
+            # It names a phase these threads saw complete (or, on a fresh barrier, the phase before phase 0):
+            # unless the next phase has completed by then, it returns at once.
+            pending = [ld for ld in self.loads if ld.key == key and ld.phase == seen + 1]
+            if pending and key.alloc in self.ring:
+                which = "the one before the first" if seen < 0 else "already seen complete"
+                self._report("ring-parity", f"{describe(th.tids)} wait here on mbarrier {_slot(key)} with parity "
+                             f"{parity}, which names phase {seen} ({which}), while the TMA load at line "
+                             f"{_line(pending[0].stmt)} completes on phase {seen + 1}: "
+                             f"the wait can return at once, before the data lands (start the parity at 0 and flip "
+                             f"it each time the ring wraps)", w, pending[0].stmt)
+            th.tick()
+            th.pc += 1
             return
-        self.hang = (w, key, slot.waited)
-        raise _Exit
+        want = seen + 1
+        if b.phase > want:
+            th.learn(b.done[want])
+            th.tick()
+            th.pc += 1
+            return
+        th.state, th.at = "wait", (w, key, parity, want)
 
-    # -------------------------------------------------------------------------------- verdict
+    def _wait_over(self, th) -> bool:
+        w, key, parity, phase = th.at
+        b = self.bars.get(key)
+        if b is None or b.phase <= phase:
+            return False
+        th.learn(b.done[phase])
+        th.tick()
+        th.pc += 1
+        return True
 
-    def findings(self) -> list[Finding]:
-        followed = {a for a in self.ring
-                    if all(sl.count == 1 for k, sl in self.slots.items() if k.alloc is a)
-                    and any(sl.waited or (self.hang and self.hang[1] == k) for k, sl in self.slots.items()
-                            if k.alloc is a)}
-        out = []
-        if self.hang is not None:
-            if self.hang[1].alloc not in followed:
-                return []                       # stuck on a barrier other threads arrive on: the run cannot judge
-            w, key, phase = self.hang
-            slot = self.slots[key]
-            out.append(Finding("wait-never-armed", f"thread 0 waits here on mbarrier {_slot_name(key)} for its phase "
-                               f"{phase}, but it arms only {slot.armed} phase(s) of that slot (arrive.expect_tx) in "
-                               f"the whole kernel: the wait never returns (a drain loop that runs too long, or a "
-                               f"ring that skips a refill)", (w,)))
-            return out
-        for key, slot in sorted(self.slots.items(), key=lambda kv: (kv[0].alloc.name, kv[0].off)):
-            if key.alloc in followed and slot.loads and slot.armed > slot.waited:
-                n = slot.armed - slot.waited
-                out.append(Finding("tma-load-race", f"the kernel exits while the TMA load at line "
-                                   f"{_line(slot.loads[-1])} may still be writing shared memory: thread 0 arms "
-                                   f"{slot.armed} phase(s) of mbarrier {_slot_name(key)} but waits for {slot.waited}, "
-                                   f"so {n} load(s) on it are never waited on (a drain loop that stops too early, or "
-                                   f"a refill with no iteration left to consume it)", (slot.loads[-1],)))
-        return out
+    def _release_syncs(self) -> bool:
+        """Release a bar.sync every live class has reached (or enough threads, with a count)."""
+        live = [c for c in self.classes if c.state not in ("done", "split")]
+        at = {}
+        for c in live:
+            if c.state == "bar":
+                at.setdefault(c.at[1], []).append(c)
+        for bid, group in at.items():
+            count = group[0].at[2]
+            threads = sum(c.n for c in group)
+            if (count is not None and threads >= count) or (count is None and len(group) == len(live)):
+                known: dict = {}
+                for c in group:
+                    for k, v in c.vc.items():
+                        if known.get(k, -1) < v:
+                            known[k] = v
+                for c in group:
+                    c.learn(known)
+                    c.synced = c.clock
+                    c.tick()
+                    c.state = "run"              # its pc is past the bar.sync already
+                return True
+        return False
+
+    def _deadlock(self):
+        """Every live class is blocked: name the waits that can never return."""
+        for th in self.classes:
+            if th.state != "wait":
+                continue
+            w, key, parity, phase = th.at
+            b = self.bars[key]
+            if b.pending > 0 and b.pending < b.count:
+                who = sorted({t for tids, _ in b.arrived for t in tids})
+                arrived = b.count - b.pending
+                self._report("arrival-count", f"{describe(th.tids)} wait here on mbarrier {_slot(key)} for its phase "
+                             f"{phase}, which needs {b.count} arrivals (its mbarrier.init at line {_line(b.stmt)}), "
+                             f"but only {arrived} arrive ({describe(who) if who else 'no thread'}) before every "
+                             f"thread is blocked: the wait never returns", w, b.stmt)
+            elif b.pending <= 0 and b.exact and b.tx > 0:
+                self._report("expect-tx-mismatch", f"mbarrier {_slot(key)} still expects {b.tx} transaction bytes "
+                             f"in phase {phase} when every arrival is in and no load is left to deliver them: the "
+                             f"wait at line {_line(w)} never returns", *_expects_first(b.src), w)
+            elif b.pending == b.count and b.exact or b.pending == b.count and not b.loads:
+                self._report("wait-never-armed", f"{describe(th.tids)} wait here on mbarrier {_slot(key)} for its "
+                             f"phase {phase}, but nothing arrives on that phase: only {phase} phase(s) of it ever "
+                             f"complete, so the wait never returns (a drain loop that runs too long, or a ring that "
+                             f"skips a refill)", w)
+
+    # ------------------------------------------------------------------------------ races
+
+    def _refill_race(self, th, s, alloc, lo, hi):
+        for g in self.classes:
+            if g is th or g.state == "split":
+                continue
+            for a, l, h, clock, stmt, write in reversed(g.reads):
+                if a is alloc and l < hi and lo < h and th.vc.get(g.id, -1) < clock:
+                    verb = "write" if write else "read"
+                    self._report("refill-race", f"{describe(th.tids)} start(s) a TMA load into {alloc.name}"
+                                 f"[{lo}:{hi}] here while {describe(g.tids)} may still {verb} it ({verb} at line "
+                                 f"{_line(stmt)}): nothing orders that {verb} before this load (wait on the slot's "
+                                 f"empty barrier, which every reader arrives on after reading, or bar.sync, before "
+                                 f"the refill)", s, stmt)
+                    return
+
+    def _report(self, rule, message, *stmts):
+        key = (rule, stmts[0])
+        if key not in self.found:
+            self.found[key] = Finding(rule, message, stmts)
+
+    def verdict(self) -> list:
+        if all(c.state in ("done", "split") for c in self.classes):
+            live = [c for c in self.classes if c.state == "done"]
+            for ld in self.loads:
+                if ld.key.alloc in self.ring and not any(c.vc.get(("bar", ld.key), -1) >= ld.phase for c in live):
+                    self._report("tma-load-race", f"the kernel exits while the TMA load at line {_line(ld.stmt)} may "
+                                 f"still be writing shared memory: no thread waits for phase {ld.phase} of mbarrier "
+                                 f"{_slot(ld.key)}, which it completes on (a drain loop that stops too early, or a "
+                                 f"refill with no iteration left to consume it)", ld.stmt)
+        return list(self.found.values())
 
 
-def _slot_name(key: _Sym) -> str:
+def _expects_first(stmts) -> list:
+    """A phase's statements, those that state bytes (expect_tx, complete_tx) first, as the flow names them."""
+    loads = [s for s in stmts if any(isinstance(e, AsyncWrite) for e in s.op.effects())]
+    return [s for s in stmts if s not in loads] + loads
+
+
+def _signed(v, bits):
+    return v - (1 << bits) if v >> (bits - 1) & 1 else v
+
+
+def _slot(key: Sym) -> str:
     return f"{key.alloc.name}[{key.off // 8}]" if key.alloc.nbytes > 8 else key.alloc.name
 
 
 def _line(s) -> str:
-    return str(s.loc.line) if s.loc is not None else "?"
+    return str(s.loc.line) if getattr(s, "loc", None) is not None else "?"
+
+
+_HANDLERS = {Init: _Run.init, Inval: _Run.inval, Arrive: _Run.arrive, ExpectTx: _Run.expect_tx,
+             CompleteTx: _Run.complete_tx, AsyncWrite: _Run.load, Access: _Run.access, Barrier: _Run.barrier}

@@ -44,6 +44,12 @@ RULES: dict[str, Rule] = {r.name: r for r in (
          "wait-before-arrive"),
     Rule("wait-never-armed", "thread 0 waits on a slot of a barrier ring for a phase it never arms (counted over "
          "a run of thread 0)", "wait-never-armed"),
+    Rule("arrival-count", "a barrier phase some threads wait on gets fewer arrivals than its init count before every "
+         "thread is blocked (counted over a run of the CTA's threads)", "arrival-count"),
+    Rule("ring-parity", "a wait on a ring slot names a phase its threads have already seen complete while a TMA load "
+         "on the slot's current phase is pending: it returns at once, before the data lands", "ring-parity"),
+    Rule("refill-race", "a TMA load into shared memory that other threads may still be reading: no empty-barrier "
+         "wait or bar.sync orders their reads before it", "refill-race"),
     Rule("async-proxy-fence", "a TMA store/reduce reads shared memory written by st.shared with no "
          "fence.proxy.async in between", "async-proxy-fence"),
     Rule("tma-load-race", "ordinary loads/stores touch a buffer while a TMA load into it may be in flight",
@@ -71,6 +77,10 @@ RULES: dict[str, Rule] = {r.name: r for r in (
     Rule("cluster-size", "a cluster over 8 CTAs (needs the non-portable opt-in) or over 16", "cluster-size"),
     Rule("coord-align", "a TMA box whose innermost start offset is statically not a multiple of 16 bytes",
          "coord-align"),
+    Rule("unchecked-tensormap", "a tensor-map parameter a TMA instruction uses has no TensorMapSpec: the checks "
+         "that need its box and dtype run only at launch", "unchecked-tensormap", "warning"),
+    Rule("tensormap-spec", "at launch: the map bound to a parameter declared without a spec breaks the rules of "
+         "an instruction that uses it (rank, tiled or im2col, element type)", "tensormap-spec"),
     Rule("debug-timeout", "debug= is neither a bool nor a positive number of seconds", "debug-timeout"),
     Rule("target", "an instruction the kernel's .target/.version cannot express", "target"),
 )}

@@ -77,6 +77,7 @@ class State:
     uncommitted: tuple = ()                          # Pending bulk reads of the current bulk group
     groups: tuple = ()                               # committed bulk groups (tuples of Pending) not waited for
     unreleased: tuple = ()                           # tensormap.replace stmts not published
+    unsynced: tuple = ()                             # ... published by other threads, no bar.sync since
     acquired: frozenset = frozenset()                # tensor-map addresses acquired
     ver: dict = field(default_factory=dict)          # register -> the version of its value on this path
     dead: bool = False

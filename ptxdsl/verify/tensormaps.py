@@ -3,11 +3,14 @@ fence.proxy.tensormap release), acquired with fence.proxy.tensormap::generic.acq
 
 Rules: tensormap-release (a map used while an edit is not published), tensormap-acquire (a kernel that edits
 maps uses one without acquiring it), tensormap-align (a shared-memory map not 128-byte aligned).
+
+An edit published by some threads only (warp 0's cp_fenceproxy under `if warp == 0`) counts as published for
+every thread after the next bar.sync.
 """
 from __future__ import annotations
 
 from ..ir import Addr, TensorMapRef
-from ..isa.effects import TmapEdit, TmapPublish
+from ..isa.effects import Barrier, TmapEdit, TmapPublish
 from .facts import key_name
 from .state import line, placement
 
@@ -24,12 +27,46 @@ def use(cx, s, tmap, st):
     if not isinstance(tmap, TensorMapRef) or tmap.param is not None:
         return
     if st.unreleased:
-        cx.report("tensormap-release", f"this uses a tensor map while the tensormap.replace at "
-                  f"{line(st.unreleased[0])} is not published: copy it out with tensormap.cp_fenceproxy "
-                  f"(release) first", s, st.unreleased[0])
+        edit = st.unreleased[0]
+        cx.report("tensormap-release", f"this uses a tensor map while the tensormap.replace at {line(edit)} is not "
+                  f"published: {_fix(cx, edit)}", s, edit)
+    elif st.unsynced:
+        edit = st.unsynced[0]
+        cx.report("tensormap-release", f"this uses a tensor map whose edit at {line(edit)} other threads published, "
+                  f"with no bar.sync since: put bar.sync between their publish and this use", s, edit)
     elif cx.edits_maps and tmap.addr not in st.acquired:
         cx.report("tensormap-acquire", f"this uses the tensor map at {tmap.addr.name}, which this kernel "
                   f"edits, without fence.proxy.tensormap::generic.acquire [{tmap.addr.name}], 128 before it", s)
+
+
+def _fix(cx, edit) -> str:
+    """How to publish an edit: a shared-memory copy goes out with cp_fenceproxy; a map edited in place in global
+    memory is released with fence.proxy.tensormap::generic.release."""
+    e = next((x for x in edit.op.effects() if isinstance(x, TmapEdit)), None)
+    if e is not None and cx.where(e.addr) is None:
+        return ("it was edited in place in global memory, so release it with fence.proxy.tensormap::generic.release "
+                "(k.fence_proxy_tensormap('release', 'gpu')) after the edit, and acquire it with "
+                "fence.proxy.tensormap::generic.acquire on its address before this use")
+    return "copy it out with tensormap.cp_fenceproxy (release, a whole warp) first"
+
+
+def join(entry, a, b, both_run):
+    """(unreleased, unsynced) after two branches: an edit that one group of threads published while the others
+    did not is published once a bar.sync follows."""
+    unreleased = tuple(dict.fromkeys(a.unreleased + b.unreleased))
+    unsynced = tuple(dict.fromkeys(a.unsynced + b.unsynced))
+    if both_run:
+        published = tuple(x for x in unreleased if x in entry.unreleased and (x not in a.unreleased
+                                                                                or x not in b.unreleased))
+        unreleased = tuple(x for x in unreleased if x not in published)
+        unsynced = tuple(dict.fromkeys(unsynced + published))
+    return unreleased, unsynced
+
+
+def sync(cx, s, e, st, ctx):
+    """A CTA barrier: an edit some threads published is published for all."""
+    if isinstance(e, Barrier) and e.wait:
+        st.unsynced = ()
 
 
 def _align(cx, s, v):
@@ -51,6 +88,7 @@ def edit(cx, s, e, st, ctx):
 
 def publish(cx, s, e, st, ctx):
     st.unreleased = ()
+    st.unsynced = ()
     _align(cx, s, e.src)
     _align(cx, s, e.dst)
 
@@ -61,5 +99,6 @@ def fence(cx, s, e, st, ctx):
         return
     if e.sem == "release":
         st.unreleased = ()
+        st.unsynced = ()
     else:
         st.acquired = st.acquired | {e.addr.base if isinstance(e.addr, Addr) else e.addr}

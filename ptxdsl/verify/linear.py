@@ -1,0 +1,78 @@
+"""The kernel body as a flat list of steps with jumps, so that a run (verify/ring.py) can keep a thread's place
+as one index and copy it when threads part ways at a branch.
+
+    ("ins", Instr)                  an instruction (its guard is the run's business)
+    ("wait", WaitLoop)              an mbarrier wait loop
+    ("if", If, target)              go on where the condition holds, else jump to `target`
+    ("jmp", target)
+    ("init", Loop)                  the counter takes its start value
+    ("test", Loop, target)          leave the loop (jump to `target`) unless counter < stop (> stop, step < 0)
+    ("step", Loop)                  counter += step
+    ("skip", Loop, defs)            a loop the run does not need to enter: forget the registers it writes
+
+`flatten(body, needed)` returns None when the body holds hand-written labels (bra can go anywhere). `needed(loop)`
+says whether a loop's body holds something the run must see; the others become one ("skip") step.
+"""
+from __future__ import annotations
+
+from ..ir import If, Instr, LabelStmt, Loop, WaitLoop
+
+
+class _Labels(Exception):
+    """A hand-written label: the body is not structured."""
+
+
+def flatten(body, needed) -> list | None:
+    code: list = []
+    try:
+        _emit(body, code, needed)
+    except _Labels:
+        return None
+    return code
+
+
+def _emit(stmts, code, needed):
+    for s in stmts:
+        if isinstance(s, Instr):
+            code.append(("ins", s))
+        elif isinstance(s, WaitLoop):
+            code.append(("wait", s))
+        elif isinstance(s, If):
+            at = len(code)
+            code.append(None)
+            _emit(s.then, code, needed)
+            if s.orelse:
+                jump = len(code)
+                code.append(None)
+                code[at] = ("if", s, len(code))
+                _emit(s.orelse, code, needed)
+                code[jump] = ("jmp", len(code))
+            else:
+                code[at] = ("if", s, len(code))
+        elif isinstance(s, Loop):
+            if not needed(s):
+                code.append(("skip", s, tuple(defs(s.body)) + (s.var, s.cond)))
+                continue
+            code.append(("init", s))
+            head = len(code)
+            code.append(None)
+            _emit(s.body, code, needed)
+            code.append(("step", s))
+            code.append(("jmp", head))
+            code[head] = ("test", s, len(code))
+        elif isinstance(s, LabelStmt):
+            raise _Labels
+
+
+def defs(stmts):
+    """Every register the statements write."""
+    for s in stmts:
+        if isinstance(s, (Instr, WaitLoop)):
+            yield from s.op.defs()
+        elif isinstance(s, If):
+            yield from defs(s.then)
+            yield from defs(s.orelse or [])
+        elif isinstance(s, Loop):
+            yield s.var
+            yield s.cond
+            yield from defs(s.body)
