@@ -148,6 +148,11 @@ def export(owner, address: int, shape, dtype: str, device_id: int, *, versioned:
     code, bits = NAME_CODES[dtype]
     ndim = len(shape)
     dims = (ctypes.c_int64 * max(ndim, 1))(*shape)
+    steps, step = [], 1
+    for n in reversed(shape):
+        steps.append(step)
+        step *= n
+    strides = (ctypes.c_int64 * max(ndim, 1))(*reversed(steps))
     if versioned:
         managed = DLManagedTensorVersioned()
         managed.version = DLPackVersion(*VERSION)
@@ -161,11 +166,11 @@ def export(owner, address: int, shape, dtype: str, device_id: int, *, versioned:
     t.ndim = ndim
     t.dtype = DLDataType(code, bits, 1)
     t.shape = ctypes.cast(dims, ctypes.POINTER(ctypes.c_int64))
-    t.strides = None                    # compact row-major (DLPack >= 0.8 reads NULL strides so)
+    t.strides = ctypes.cast(strides, ctypes.POINTER(ctypes.c_int64))      # spelled out, not NULL
     t.byte_offset = 0
     managed.deleter = _delete
     key = ctypes.addressof(managed)
-    _exports[key] = (owner, managed, dims)
+    _exports[key] = (owner, managed, dims, strides)
     return _new_capsule(key, name, _destroy_capsule)
 
 

@@ -22,6 +22,7 @@ from numbers import Integral, Real
 
 from cuda.bindings import driver
 
+from .. import log
 from ..errors import CudaError, LaunchError, PtxdslError, SourceLoc
 from ..tensormap import TensorMapSpec
 from . import arrays
@@ -216,25 +217,28 @@ class Plan:
     # --------------------------------------------------------------------------------------- configuration
 
     def _configure(self, grid, block, shared_bytes, cluster) -> None:
-        """Check a grid/block/shared/cluster seen for the first time and keep it as the driver wants it."""
-        if self._packers is None:
-            self._bind()
-        function = self.function
-        g, b = _dims(grid, "grid"), _dims(block, "block")
-        if self._check_cluster_launch is not None:
-            self._check_cluster_launch(cluster)
-        _check_block(function, b)
-        function.device.set_current()
-        _check_shared(function, shared_bytes)
-        config = None
-        if cluster is not None:
-            c = _dims(cluster, "cluster")
-            _check_cluster(function, g, c)
-            _check_cluster_fits(function, g, b, c, int(shared_bytes))
-            config = _cluster_config(g, b, int(shared_bytes), self._default_stream, c)
-        self._kernel = functools.partial(_cuLaunchKernel, self._handle, *g, *b, int(shared_bytes))
-        self._cluster_config = config
-        self._grid_key, self._block_key, self._shared_key, self._cluster_key = grid, block, shared_bytes, cluster
+        """Check a grid/block/shared/cluster seen for the first time and keep it as the driver wants it (the
+        `ptxdsl` logger times it at DEBUG level: once per new configuration, never per launch)."""
+        with log.stage("launch", f"{self.name}: grid={grid} block={block} shared_bytes={shared_bytes} "
+                                 f"cluster={cluster} checked"):
+            if self._packers is None:
+                self._bind()
+            function = self.function
+            g, b = _dims(grid, "grid"), _dims(block, "block")
+            if self._check_cluster_launch is not None:
+                self._check_cluster_launch(cluster)
+            _check_block(function, b)
+            function.device.set_current()
+            _check_shared(function, shared_bytes)
+            config = None
+            if cluster is not None:
+                c = _dims(cluster, "cluster")
+                _check_cluster(function, g, c)
+                _check_cluster_fits(function, g, b, c, int(shared_bytes))
+                config = _cluster_config(g, b, int(shared_bytes), self._default_stream, c)
+            self._kernel = functools.partial(_cuLaunchKernel, self._handle, *g, *b, int(shared_bytes))
+            self._cluster_config = config
+            self._grid_key, self._block_key, self._shared_key, self._cluster_key = grid, block, shared_bytes, cluster
 
     # --------------------------------------------------------------------------------------------- packers
 
