@@ -275,3 +275,18 @@ def test_the_plugin_is_installed_under_its_module_name():
         pytest.skip("ptxdsl is not pip-installed here (tests/conftest.py loads the plugin itself)")
     assert names["ptxdsl.testing.plugin"] == "ptxdsl.testing.plugin"
     assert os.environ.get("PTXDSL_DIFF_SEED")              # tests/conftest.py drew the session's seed
+
+
+@pytest.mark.gpu
+def test_an_xdist_worker_sees_only_its_gpu(request):
+    """Run with -n auto on a machine with several GPUs: the worker this test lands on sees its one GPU."""
+    device = getattr(request.config, "workerinput", {}).get("ptxdsl_device")
+    if device is None:
+        pytest.skip("not a pytest-xdist worker given a GPU (run with -n auto on a machine with several GPUs)")
+    from cuda.bindings import driver
+
+    from ptxdsl.runtime.driver import driver_available
+
+    assert driver_available() and os.environ["CUDA_VISIBLE_DEVICES"] == device
+    err, count = driver.cuDeviceGetCount()
+    assert err == driver.CUresult.CUDA_SUCCESS and count == 1
