@@ -255,6 +255,8 @@ def test_case(n):
 
 @pytest.mark.parametrize("workers", [None, "2"])
 def test_reports_print_one_summary_summed_over_xdist_workers(pytester, monkeypatch, workers):
+    if workers:
+        pytest.importorskip("xdist", reason="pytest-xdist is in the testing extra: pip install -e '.[test,testing]'")
     monkeypatch.setenv("SUMMARY_DIR", str(pytester.path))
     pytester.makepyfile(test_report=REPORT_FILE)
     args = ["-p", "ptxdsl.testing.plugin"] + (["-n", workers] if workers else [])
