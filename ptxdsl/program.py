@@ -186,7 +186,9 @@ def check_cluster_launch(info, cluster) -> None:
 
 
 def compile(obj, *, arch: str | None = None, ptx=None, device=None, line_info: bool | None = None) -> Program:
-    """Emit `obj` (a kernel builder, Kernel, Module or PTX) and load it on the device. line_info (default:
-    the PTXDSL_LINE_INFO environment variable) emits .file/.loc and has the JIT keep the line table, so
-    compute-sanitizer, cuda-gdb and ncu name the builder calls or .ptxd lines."""
+    """Emit `obj` (a kernel builder, Kernel, Module or PTX) and load it on `device` (default: the current
+    context's, else device 0): nvJitLink's cubin for the device's arch, from the on-disk cache when it was made
+    before, or the PTX through the driver JIT where nvJitLink cannot serve (docs/compile.md). line_info
+    (default: the PTXDSL_LINE_INFO environment variable) emits .file/.loc and keeps the line table in the
+    cubin, so compute-sanitizer, cuda-gdb, ncu and `.sass` name the builder calls or .ptxd lines."""
     return Program(obj, arch=arch, ptx=ptx, device=device, line_info=line_info)
