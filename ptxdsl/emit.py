@@ -30,6 +30,8 @@ class KernelInfo:
     debug: bool
     wait_sites: list = field(default_factory=list)    # [(loc, barrier name, parity text)] for debug reports
     needs_cluster: object = None                      # the loc of an op that only runs in a cluster launch
+    debug_checks: list = field(default_factory=list)  # [(loc, kind, expected, what)]: a debug kernel's device checks
+    launch_checks: object = None                      # ptxdsl.verify.launch.LaunchPlan: ptxdsl.verify.check_launch
 
 
 @dataclass
@@ -74,7 +76,8 @@ def emit(obj, *, arch: str | None = None, ptx=None, source_comments: bool = Fals
     for k in kernels:
         _KernelEmitter(k, w).emit()
         infos[k.name] = KernelInfo(k.name, list(k.params), k.dynamic_shared_bytes, k.cluster_dims, k.debug,
-                                   watchdog.sites(k), _cluster_only_op(k))
+                                   watchdog.sites(k), _cluster_only_op(k), watchdog.check_descriptions(k),
+                                   _launch_plan(k))
     return PTX("".join(w.parts), target, w.origins, infos)
 
 
@@ -90,6 +93,13 @@ def check_module(kernels, target) -> None:
                            f"names are unique", k.loc)
         seen[k.name] = k
         limits.check_kernel(k, target)
+
+
+def _launch_plan(k: Kernel):
+    """The kernel's launch checks (computed on their first use, by ptxdsl.verify.check_launch)."""
+    from .verify.launch import launch_plan
+
+    return launch_plan(k)
 
 
 def _cluster_only_op(k: Kernel):
@@ -160,6 +170,7 @@ class _KernelEmitter(Walker):
 
     def emit(self):
         k, w = self.k, self.w
+        watchdog.op_checks(k)       # a debug kernel's device checks: their registers before the .reg lines
         params = ",\n".join(f"\t{_param_decl(p)}" for p in k.params)
         w.raw(f"\n.visible .entry {k.name}(\n{params}\n)\n" if params else f"\n.visible .entry {k.name}()\n")
         for line in directive_lines(k):
@@ -183,6 +194,8 @@ class _KernelEmitter(Walker):
         w.raw("}\n")
 
     def instr(self, s: Instr):
+        if self.k.debug:
+            self.block(watchdog.checks_before(s, self.k, self.fresh))
         self.w.instr(s.op.emit(), s.loc, s.guard)
 
     def label(self, s: LabelStmt):

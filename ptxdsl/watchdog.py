@@ -1,21 +1,26 @@
 """Debug mode, the kernel side: a wait that spins longer than the kernel's timeout writes its site and
 phase into a host-visible record and traps, so a hang becomes a KernelTrap naming the waiting line
-(ptxdsl.runtime.watchdog reads the record).
+(ptxdsl.runtime.watchdog reads the record). Before a TMA instruction, a debug kernel also checks on the device
+what the verifier could not decide (ptxdsl.verify.device_checks): a box's innermost coordinate that is not a
+multiple of 16 bytes, an expect_tx register that is not the bytes the phase's loads deliver. A failed check
+writes its number and the value into the record and traps instead of an illegal instruction or a hang.
 
-The record is the kernel's hidden first parameter `__ptxdsl_debug` (a pointer to 16 bytes of mapped host
-memory): word 0 the 1-based wait site, word 1 the parity waited for (STATE_WAIT for a state token)."""
+The record is the kernel's hidden first parameter `__ptxdsl_debug` (a pointer to RECORD_BYTES of mapped host
+memory): word 0 the 1-based wait site, word 1 the parity waited for (STATE_WAIT for a state token), word 2 the
+1-based number of the device check that failed (0: none), word 3 the value it found."""
 from __future__ import annotations
 
 from . import sreg
-from .ir import Addr, Imm, Instr, Label, LabelStmt, Reg
+from .ir import Addr, Imm, Instr, Label, LabelStmt, PredNot, Reg
 from .isa import core
 from .isa.mbarrier import count_value
-from .types import u32, u64
+from .types import pred, u32, u64
 
 PARAM = "__ptxdsl_debug"
 DEFAULT_TIMEOUT_NS = 200_000_000      # a debug=True wait gives up after 0.2 s
 STATE_WAIT = 0xFFFFFFFF               # what a wait on a state token records in place of a parity
-RECORD_BYTES = 16
+RECORD_BYTES = 32
+CHECK_WORD, VALUE_WORD = 8, 12        # byte offsets in the record: the failed check's number, the value it saw
 
 
 def timeout_ns(k) -> int:
@@ -81,5 +86,75 @@ def _waited(op) -> str:
     return str(n) if n is not None else str(v)
 
 
-__all__ = ["DEFAULT_TIMEOUT_NS", "PARAM", "RECORD_BYTES", "STATE_WAIT", "bounded_spin", "record_param", "sites",
-           "timeout_ns"]
+def op_checks(k) -> dict:
+    """{Instr: the checks a debug kernel makes before it}, each check (number, kind, register, expected, ...) as
+    ptxdsl.verify.device_checks gives it, numbered from 1 in program order; the two scratch registers the
+    checks use are allocated once per kernel (before its `.reg` lines are written). Empty unless k.debug."""
+    if not k.debug:
+        return {}
+    got = k.__dict__.get("debug_op_checks")
+    if got is None:
+        from .verify import device_checks       # the verifier's facts: only debug kernels pay for them
+
+        found = device_checks(k)
+        got, n = {}, 0
+        for ins in k.walk():
+            for c in found.get(ins, ()):
+                n += 1
+                got.setdefault(ins, []).append((n,) + tuple(c))
+        if got:
+            k.debug_scratch = (k.new_reg(u32), k.new_reg(pred))
+        k.debug_op_checks = got
+    return got
+
+
+def check_descriptions(k) -> list:
+    """(loc, kind, expected, what) of each device check in number order, for the trap message: kind 'coord'
+    (expected: the multiple of elements, what: the dtype) or 'tx' (expected: the bytes, what: 'barrier at
+    load lines')."""
+    out = []
+    for ins, checks in op_checks(k).items():
+        for c in checks:
+            if c[1] == "coord":
+                out.append((ins.loc, "coord", c[3], f"{c[5]}, {c[4]} bytes per element"))
+            else:
+                out.append((ins.loc, "tx", c[3], f"mbarrier {c[4]!r}, the TMA load(s) at {c[5]}"))
+    return out
+
+
+def checks_before(s, k, fresh) -> list:
+    """The statements a debug kernel runs before instruction `s`: each check traps, recording its number and
+    the value it found, when the value is wrong. A guarded instruction's checks run only where its guard holds."""
+    checks = op_checks(k).get(s)
+    if not checks:
+        return []
+    scratch, bad = k.debug_scratch
+    record = record_param(k)
+    loc = s.loc
+
+    def ins(o, guard=None):
+        return Instr(o, guard, loc)
+
+    out = []
+    skip = None
+    if s.guard is not None:
+        skip = Label(fresh("check_skip"))
+        out.append(ins(core.Bra(target=skip), s.guard.reg if isinstance(s.guard, PredNot) else PredNot(s.guard)))
+    for number, kind, reg, expected, *_ in checks:
+        if kind == "coord":
+            out.append(ins(core.And(type=u32, d=scratch, a=reg, b=expected - 1)))
+            out.append(ins(core.Setp(cmp="ne", type=u32, p=bad, a=scratch, b=0)))
+        else:
+            out.append(ins(core.Setp(cmp="ne", type=u32, p=bad, a=reg, b=expected)))
+        out += [ins(core.St(volatile=True, space="global", type=u32, addr=Addr(record, VALUE_WORD), value=reg), bad),
+                ins(core.St(volatile=True, space="global", type=u32, addr=Addr(record, CHECK_WORD), value=number),
+                    bad),
+                ins(core.Membar(level="sys"), bad),
+                ins(core.Trap(), bad)]
+    if skip is not None:
+        out.append(LabelStmt(skip, loc))
+    return out
+
+
+__all__ = ["CHECK_WORD", "DEFAULT_TIMEOUT_NS", "PARAM", "RECORD_BYTES", "STATE_WAIT", "VALUE_WORD", "bounded_spin",
+           "check_descriptions", "checks_before", "op_checks", "record_param", "sites", "timeout_ns"]

@@ -1,6 +1,6 @@
-"""Debug mode, the host side: the 16-byte record a debug kernel's waits write before they trap (mapped, pinned
-host memory), passed as the kernel's hidden parameter, and the KernelTrap it turns into (ptxdsl.watchdog is
-the kernel side)."""
+"""Debug mode, the host side: the record a debug kernel's waits and device checks write before they trap
+(mapped, pinned host memory), passed as the kernel's hidden parameter, and the KernelTrap it turns into
+(ptxdsl.watchdog is the kernel side)."""
 from __future__ import annotations
 
 import ctypes
@@ -8,7 +8,7 @@ import ctypes
 from cuda.bindings import driver
 
 from ..errors import KernelTrap
-from ..watchdog import PARAM, RECORD_BYTES, STATE_WAIT
+from ..watchdog import CHECK_WORD, PARAM, RECORD_BYTES, STATE_WAIT, VALUE_WORD
 from .driver import check
 
 
@@ -27,11 +27,15 @@ class Record:
         return args
 
     def _words(self):
-        return (ctypes.c_uint32 * 4).from_address(int(self._host))
+        return (ctypes.c_uint32 * (RECORD_BYTES // 4)).from_address(int(self._host))
 
     def trap(self, info) -> KernelTrap | None:
-        """The exception for the wait that gave up, or None when the record names no wait of this kernel."""
+        """The exception for the device check that failed or the wait that gave up, or None when the record names
+        neither."""
         words = self._words()
+        failed = check_trap(info, int(words[CHECK_WORD // 4]), int(words[VALUE_WORD // 4]))
+        if failed is not None:
+            return failed
         site, parity = int(words[0]), int(words[1])
         if not 1 <= site <= len(info.wait_sites):
             return None
@@ -43,3 +47,24 @@ class Record:
 
     def free(self):
         driver.cuMemFreeHost(self._host)
+
+
+def check_trap(info, number: int, value: int) -> KernelTrap | None:
+    """The KernelTrap of device check `number` (1-based, info.debug_checks) that saw `value`, or None."""
+    checks = getattr(info, "debug_checks", None) or []
+    if not 1 <= number <= len(checks):
+        return None
+    loc, kind, expected, what = checks[number - 1]
+    if kind == "coord":
+        signed = value - (1 << 32) if value >> 31 else value
+        msg = (f"kernel {info.name!r}: the TMA box's innermost coordinate is {signed} ({what}), {signed % expected} "
+               f"elements past a multiple of {expected}: the box would start off a 16-byte boundary, which TMA "
+               f"rejects with an illegal instruction (debug mode checked it on the device and trapped; see "
+               f"`ptxdsl docs coord-align`)")
+        rule = "debug-coord-align"
+    else:
+        msg = (f"kernel {info.name!r}: expect_tx arms {value} transaction bytes, but {what} deliver {expected}: "
+               + ("the wait would never return" if value > expected else "the phase would complete before the data "
+                  "lands") + " (debug mode checked it on the device and trapped; see `ptxdsl docs expect-tx-mismatch`)")
+        rule = "debug-expect-tx"
+    return KernelTrap(msg + " (the CUDA context is unusable after the trap)", loc, rule=rule)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import PtxdslError, SourceLoc
 from ..ir import TensorMapRef
@@ -219,8 +219,8 @@ class OpCheck(Check):
     reduction takes), run again with the map the launch binds to a parameter declared without a spec."""
 
     loc: SourceLoc | None
-    op: object
-    ref: object                 # the op's TensorMapRef operand
+    op: object = field(repr=False)
+    ref: object = field(repr=False)    # the op's TensorMapRef operand
     map: str
     rule: str = "tensormap-spec"
 
@@ -250,8 +250,8 @@ class RingCheck(Check):
     """wait-never-armed / tma-load-race / arrival-count: the run of the kernel's threads (verify/ring.py)
     again, with the launch's scalar parameters (loop bounds and branches on them)."""
 
-    kernel: object
-    names: tuple
+    kernel: object = field(repr=False)
+    names: tuple = ()
     loc: SourceLoc | None = None
     rule: str = "wait-never-armed"
 

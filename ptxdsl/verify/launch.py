@@ -5,7 +5,8 @@
 `kernel` is a KernelBuilder, a Kernel or the emitted kernel info (`PTX.kernels[name]`, what a launcher holds);
 `args` the launch's arguments in parameter order (ints for scalars, a TensorMapSpec for each tensor map; a raw
 CUtensorMap, or anything else, leaves the checks that need it to the declared spec, if any). A broken check
-raises LaunchError naming the rule, the parameters and their values, and the kernel's line. Needs no GPU.
+raises LaunchError naming the rule, the parameters and their values, and the kernel's line. Needs no GPU. The
+environment variable PTXDSL_LAUNCH_CHECKS=0 turns the checks off.
 
 The checks (`launch_plan(kernel).checks`, verify/deferred.py) come from a walk of the kernel in which every
 tensor map's spec is unknown and parameters are symbols, plus the run of the kernel's threads where it depends
@@ -15,12 +16,15 @@ repeated launch with the same signature costs one dictionary lookup.
 """
 from __future__ import annotations
 
+import os
+
 from ..errors import LaunchError, SourceLoc
 from ..tensormap import TensorMapSpec
 from .deferred import Env, RingCheck, cluster_size
 from .rules import RULES
 
 CACHE_SIZE = 256                # verdicts kept per kernel (distinct argument signatures)
+ENV = "PTXDSL_LAUNCH_CHECKS"    # "0": check_launch checks nothing (a debug kernel's device checks then speak)
 HIDDEN = "__ptxdsl_debug"       # the debug record's parameter (ptxdsl.watchdog.PARAM): not the user's
 
 
@@ -47,12 +51,15 @@ class LaunchPlan:
         return self._checks
 
     def run(self, args, grid, block, cluster=None) -> None:
-        """Raise LaunchError for the first check the arguments break."""
+        """Raise LaunchError for the first check the arguments break (nothing with PTXDSL_LAUNCH_CHECKS=0)."""
+        if os.environ.get(ENV) == "0":
+            return
         checks = self.checks
         args = tuple(args)
         if len(args) != len(self.params):
             return                              # the launcher names the argument count
-        key = (tuple(_key(args[i]) for i in self._reads), _dims(cluster), _dims(block))
+        key = (tuple([_key(args[i]) for i in self._reads]), cluster if cluster is None or type(cluster) is int
+               else tuple(cluster), block if type(block) is int else tuple(block))
         try:
             verdict = self._verdicts[key]
         except KeyError:
@@ -104,9 +111,9 @@ def check_launch(kernel, args, *, grid, block, cluster=None) -> None:
     """Evaluate `kernel`'s launch checks with the launch's arguments (in parameter order, without the debug
     record's hidden one) and its grid, block and cluster; raise LaunchError for the first one broken. `kernel`:
     a KernelBuilder, a Kernel, or a launcher's kernel info (`ptxdsl.emit(k).kernels[name]`)."""
-    plan = getattr(kernel, "launch_checks", None)
+    plan = getattr(kernel, "__dict__", {}).get("launch_checks")      # a Kernel's, or a kernel info's
     if not isinstance(plan, LaunchPlan):
-        target = kernel.finish() if hasattr(kernel, "finish") else kernel
+        target = kernel.finish() if callable(getattr(type(kernel), "finish", None)) else kernel
         if not hasattr(target, "body"):
             raise LaunchError(f"check_launch({kernel!r}): expected a kernel (builder or Kernel) or a launcher's "
                               f"kernel info", SourceLoc.caller(), rule="launch.check")
@@ -151,10 +158,12 @@ def _dims(v):
 def _key(a):
     """What of an argument the checks read: a map's dtype, box, element strides, swizzle and kind; a
     scalar's value."""
+    if type(a) is int:
+        return a
     if isinstance(a, TensorMapSpec):
-        return ("map", a.kind, a.dtype, a.box, a.element_strides, a.swizzle, a.interleave, a.channels_per_pixel,
+        return (a.kind, a.dtype, a.box, a.element_strides, a.swizzle, a.interleave, a.channels_per_pixel,
                 a.pixels_per_column, len(a.dims))
-    return ("arg", a if isinstance(a, (int, float, str, type(None))) else _int(a))
+    return ("arg", a if isinstance(a, (float, str, type(None))) else _int(a))
 
 
 def _given(names, env) -> str:

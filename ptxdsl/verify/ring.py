@@ -323,8 +323,10 @@ class _Run:
                 results.append((e.dst, self.values.compute(e, [self.values.get(th, a) for a in e.args])))
             elif isinstance(e, Elect):
                 results.append((e.dst, self.values.elect(th, e.mask)))
-            elif isinstance(e, Access) and isinstance(e.addr, Param) and e.addr.kind == "scalar":
-                results.extend((r, self.values.params.get(e.addr.name)) for r in s.op.defs())
+            elif isinstance(e, Access) and e.space == "param":
+                p = e.addr.base if isinstance(e.addr, Addr) else e.addr
+                if isinstance(p, Param) and p.kind == "scalar":
+                    results.extend((r, self.values.params.get(p.name)) for r in s.op.defs())
         for r in s.op.defs():
             th.regs.pop(r, None)
         for r, v in results:
