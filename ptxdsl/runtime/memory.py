@@ -144,9 +144,9 @@ class DeviceArray:
 
     @property
     def __cuda_array_interface__(self) -> dict:
-        """CAI v3. bfloat16 and the 8-bit floats have no numpy typestr: they read '<V2' / '|V1', as torch and
-        ml_dtypes write them; DLPack carries their type. The stream is the legacy default stream (1), where this
-        buffer's own copies and fills run."""
+        """CAI v3. bfloat16 and the 8-bit floats have no numpy typestr: the typestr is ml_dtypes' ('<V2' for
+        bfloat16, as torch writes it too; '<V1' for most fp8 types), and DLPack carries their type. The stream is
+        the legacy default stream (1), where this buffer's own copies and fills run."""
         return {"version": 3, "shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False),
                 "strides": None, "stream": 1}
 
