@@ -177,9 +177,11 @@ class ProxyFence(Effect):
 
 @dataclass(frozen=True)
 class TmapEdit(Effect):
-    """tensormap.replace: the tensor map at `addr` changes (in global or shared::cta memory)."""
+    """tensormap.replace: the tensor map at `addr` changes (in global or shared::cta memory); `field` is the
+    field it writes (global_address, box_dim, elemtype, ...; None: not said)."""
 
     addr: object
+    field: str | None = None
 
 
 @dataclass(frozen=True)

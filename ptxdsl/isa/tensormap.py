@@ -112,7 +112,7 @@ class TensormapReplace(Op):
         return v
 
     def effects(self):
-        return (fx.TmapEdit(self.addr),)
+        return (fx.TmapEdit(self.addr, self.field),)
 
 
 def _replace_class(field: str, group: int, t) -> type:

@@ -91,6 +91,7 @@ class Flow(Walker):
         self.cluster = math.prod(k.directives["reqnctapercluster"]) if "reqnctapercluster" in k.directives else None
         self.init_sites, self.arrive_sites, self.remote_arrives = mbarrier.sites(self)
         self.edits_maps = tensormaps.edits(k)
+        self.origins = tensormaps.origins(k, self.facts.where)
         self.passes: dict = {}      # loop -> the pass (1 or 2) over its body being walked
         self.offsets: dict = {}     # reg -> (its version, loop, the counter's version, c): reg = counter + c
         self.bounds: dict = {}      # pred -> (its version, (loop, counter version, n) it proves continue for n

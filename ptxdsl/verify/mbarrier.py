@@ -3,7 +3,8 @@
 Rules: mbarrier-uninit (used before mbarrier.init, after mbarrier.inval, or never initialised),
 mbarrier-init-fence (a TMA load completes on a barrier whose init no fence.mbarrier_init /
 fence.proxy.async published), mbarrier-init-sync (threads other than the initialising ones use it with no
-bar.sync / cluster barrier in between), mbarrier-align (not 8-byte aligned).
+bar.sync / cluster barrier in between, or a multicast load of other CTAs completes on it with no cluster barrier
+wait after the init), mbarrier-align (not 8-byte aligned).
 """
 from __future__ import annotations
 
@@ -84,7 +85,12 @@ def use(cx, key, s, st, ctx, what):
         return
     if not info.synced and info.region != ctx.region[:len(info.region)]:
         cx.report("mbarrier-init-sync", f"mbarrier {name} was initialised at {line(info.stmt)} by other "
-                  f"threads; put bar.sync (or a cluster barrier) between the init and this use", s)
+                  f"threads; put bar.sync (or a cluster barrier) between the init and this use: until then these "
+                  f"threads may see the barrier's old memory (a wait can return at once)", s)
+    elif what == "multicast" and not info.synced:
+        cx.report("mbarrier-init-sync", f"this multicast load also completes on mbarrier {name} of the other CTAs "
+                  f"of the mask, which may not have run its mbarrier.init (line {line(info.stmt)}) yet: put "
+                  f"barrier.cluster.arrive + barrier.cluster.wait between the init and the load", s)
     if what == "tma" and not info.fenced:
         cx.report("mbarrier-init-fence", f"a TMA load completes on mbarrier {name}, but its mbarrier.init at "
                   f"{line(info.stmt)} is not followed by fence.mbarrier_init (or fence.proxy.async), so the "

@@ -37,6 +37,7 @@ from ..ir import Addr, Instr, Param, Reg, WaitLoop, walk
 from ..isa.effects import (Access, Arrive, AsyncWrite, Barrier, CompleteTx, Compute, Elect, Exit, ExpectTx, Init,
                            Inval, Jump, Trap, Wait)
 from .linear import flatten
+from .tensormaps import origins
 from .threads import Sym, Threads, Values, describe, split
 
 STEP_BUDGET = 100_000           # class steps one run may take before it gives up
@@ -47,6 +48,10 @@ WATCHED = (Init, Inval, Arrive, ExpectTx, CompleteTx, Wait, AsyncWrite, Barrier,
 
 class _GiveUp(Exception):
     """The run depends on something it does not know."""
+
+
+class _Stop(Exception):
+    """The run found a fault it cannot go past (its findings stand)."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,8 @@ def ring_findings(kernel, params=None, block=None, maps=None) -> list:
         run.go()
     except _GiveUp:
         return []
+    except _Stop:
+        return list(run.found.values())
     return run.verdict()
 
 
@@ -110,6 +117,8 @@ def ring_depends_on_params(kernel) -> tuple:
         run.go()
     except _GiveUp:
         return names + (("block",) if run.block is None else ()) if (names or run.block is None) else ()
+    except _Stop:
+        pass
     return ()
 
 
@@ -180,6 +189,7 @@ class _Run:
         self.values = Values(self.block or (1, 1, 1), params)
         self.maps = maps or {}
         self.relevant = _relevant(k)
+        self.origins = origins(k)
         self.code = flatten(k.body, self._needed)
         self.bars: dict = {}
         self.loads: list = []
@@ -352,18 +362,33 @@ class _Run:
             self.ring.add(x.alloc)
         return Sym(x.alloc, x.off + off)
 
-    def _bar(self, th, v, waiting=False) -> tuple:
+    def _bar(self, th, v, s=None, waiting=False) -> tuple:
         key = self._addr(th, v, bar=True)
+        self._in_bounds(key, s)
         b = self.bars.get(key)
         if b is None:
+            inited = sorted(k.off // 8 for k in self.bars if k.alloc is key.alloc and self.bars[k].stmt is not None)
+            if inited and key.alloc.nbytes > 8 and s is not None:
+                self._report("mbarrier-uninit", f"{describe(th.tids)} use(s) mbarrier {_slot(key)} here, but no "
+                             f"thread has initialised it (the run initialised {key.alloc.name}"
+                             f"{inited}): an mbarrier.init loop that misses a slot", s)
+                raise _Stop
             if not waiting:
                 raise _GiveUp               # used before an init this run saw
             b = self.bars[key] = _Bar(1, 1, None)       # never initialised: its phase 0 never completes
         return key, b
 
+    def _in_bounds(self, key, s):
+        if s is not None and not 0 <= key.off <= key.alloc.nbytes - 8:
+            self._report("mbarrier-bounds", f"this mbarrier operation addresses {key.alloc.name}+{key.off}, past "
+                         f"the {key.alloc.nbytes // 8} barrier(s) of {key.alloc.name}: a ring index out of range "
+                         f"writes whatever lies next to it", s)
+            raise _Stop
+
     def init(self, th, s, e):
         count = self._int(th, e.count)
         key = self._addr(th, e.bar, bar=True)
+        self._in_bounds(key, s)
         self.bars[key] = _Bar(count, count, s)
 
     def inval(self, th, s, e):
@@ -372,22 +397,38 @@ class _Run:
     def arrive(self, th, s, e):
         if e.remote or e.pending:
             raise _GiveUp
-        key, b = self._bar(th, e.bar)
-        n = th.n * (self._int(th, e.count) if e.count is not None else 1)
+        key, b = self._bar(th, e.bar, s)
+        each = self._int(th, e.count) if e.count is not None else 1
+        n = th.n * each
         th.tick()
-        for k, v in th.vc.items():
-            if b.vc.get(k, -1) < v:
-                b.vc[k] = v
+        if self._whole(th, b, each):
+            for k, v in th.vc.items():
+                if b.vc.get(k, -1) < v:
+                    b.vc[k] = v
         b.arrived.append((th.tids, s))
         b.pending -= n
         if e.drop:
             b.count -= n
         self._complete(key, b, s)
 
+    @staticmethod
+    def _whole(th, b, each) -> bool:
+        """Whether every thread of the class arrives in the barrier's current phase. The threads of a warp arrive
+        together, warps one after another: when the phase completes before the class's last warp has arrived,
+        what the class's threads did is not ordered before that completion (init count 1 where 128 threads
+        arrive: the first warp completes the phase while the others may still be reading)."""
+        if b.pending <= 0:
+            return False
+        per_warp: dict = {}
+        for t in th.tids:
+            per_warp[t // 32] = per_warp.get(t // 32, 0) + each
+        counts = [per_warp[w] for w in sorted(per_warp)]
+        return sum(counts[:-1]) < b.pending
+
     def expect_tx(self, th, s, e):
         if e.remote:
             raise _GiveUp
-        key, b = self._bar(th, e.bar)
+        key, b = self._bar(th, e.bar, s)
         tx = self.values.get(th, e.tx)
         if isinstance(tx, int) and not isinstance(tx, bool):
             b.tx += th.n * tx
@@ -398,7 +439,7 @@ class _Run:
     def complete_tx(self, th, s, e):
         if e.remote:
             raise _GiveUp
-        key, b = self._bar(th, e.bar)
+        key, b = self._bar(th, e.bar, s)
         tx = self.values.get(th, e.tx)
         if isinstance(tx, int) and not isinstance(tx, bool):
             b.tx -= th.n * tx
@@ -408,13 +449,21 @@ class _Run:
         self._complete(key, b, s)
 
     def load(self, th, s, e):
-        if e.remote or e.multicast is not None:
+        """A TMA load or bulk copy into this CTA's shared memory. A multicast one also lands in (and completes on
+        the barriers of) the other CTAs, which also send theirs here: its bytes on this barrier are not known."""
+        if e.remote:
             raise _GiveUp
-        key, b = self._bar(th, e.bar)
+        key, b = self._bar(th, e.bar, s)
         dst = self._addr(th, e.dst)
         nbytes, room = self._sizes(th, e)
+        if e.multicast is not None:
+            nbytes = None
         th.tick()
         hi = dst.off + (room if room is not None else dst.alloc.nbytes)
+        if room is not None and (dst.off < 0 or hi > dst.alloc.nbytes):
+            self._report("tma-smem-bounds", f"this TMA load writes {dst.alloc.name}[{dst.off}:{hi}], past the "
+                         f"{dst.alloc.nbytes} bytes of {dst.alloc.name} (a ring slot index out of range)", s)
+            raise _Stop
         self._refill_race(th, s, dst.alloc, dst.off, hi)
         ld = _Load(dst.alloc, dst.off, hi, key, b.phase, s, th.tids)
         self.loads.append(ld)
@@ -432,7 +481,7 @@ class _Run:
         if e.tmap is None:
             n = self.values.get(th, e.size)
             return (n, n) if isinstance(n, int) and not isinstance(n, bool) else (None, None)
-        p = getattr(e.tmap, "param", None)
+        p = getattr(e.tmap, "param", None) or self.origins.get(getattr(e.tmap, "addr", None))
         spec = None if p is None else self.maps.get(p.name) or getattr(p, "tmap", None)
         try:
             return int(spec.box_bytes), int(spec.smem_bytes)
@@ -507,7 +556,7 @@ class _Run:
         parity = self.values.get(th, e.parity)
         if parity not in (0, 1) or isinstance(parity, tuple):
             raise _GiveUp
-        key, b = self._bar(th, e.bar, waiting=True)
+        key, b = self._bar(th, e.bar, w, waiting=True)
         seen = th.vc.get(("bar", key), -1)
         if parity == seen % 2:
             # It names a phase these threads saw complete (or, on a fresh barrier, the phase before phase 0):

@@ -6,15 +6,71 @@ maps uses one without acquiring it), tensormap-align (a shared-memory map not 12
 
 An edit published by some threads only (warp 0's cp_fenceproxy under `if warp == 0`) counts as published for
 every thread after the next bar.sync.
+
+`origins` finds maps in memory made from a tensor-map parameter (its 128 bytes copied to shared memory, only its
+address, dims or strides edited, then published): such a map moves the parameter's box, so the box checks apply
+to copies through it.
 """
 from __future__ import annotations
 
-from ..ir import Addr, TensorMapRef
-from ..isa.effects import Barrier, TmapEdit, TmapPublish
+from ..ir import Addr, Param, Reg, SharedAlloc, TensorMapRef
+from ..isa.effects import Access, Barrier, Compute, TmapEdit, TmapPublish
 from .facts import key_name
 from .state import line, placement
 
 TENSORMAP_ALIGN = 128           # a shared-memory working copy of a tensor map
+MAP_BYTES = 128
+BOX_KEEPING = frozenset({"global_address", "global_dim", "global_stride"})   # edits that keep box and dtype
+
+
+def _static_where(v):
+    if isinstance(v, Addr) and isinstance(v.base, SharedAlloc):
+        return (v.base, v.offset)
+    return (v, 0) if isinstance(v, SharedAlloc) else None
+
+
+def origins(k, where=_static_where) -> dict:
+    """{register: Param}: registers holding the address of a map made from a tensor-map parameter's bytes
+    (ld.param of all 128 bytes, stored to a shared buffer at the same offsets), edited only in its address,
+    dims or strides (tensormap.replace), and published (tensormap.cp_fenceproxy) to the address in the
+    register; and the registers mov/cvta copy it to."""
+    loaded, copied, spoiled, out = {}, {}, set(), {}
+    for ins in k.walk():
+        op = ins.op
+        for e in op.effects():
+            if isinstance(e, Access) and e.space == "param":
+                p = e.addr.base if isinstance(e.addr, Addr) else e.addr
+                regs = [r for r in op.defs() if isinstance(r, Reg)]
+                if isinstance(p, Param) and p.kind == "tensormap" and regs:
+                    off, size = e.addr.offset if isinstance(e.addr, Addr) else 0, e.nbytes // len(regs)
+                    for j, r in enumerate(regs):
+                        loaded[r] = (p, off + j * size)
+            elif isinstance(e, Access) and e.write:
+                w = where(e.addr)
+                vals = [u for u in op.uses() if isinstance(u, Reg) and u in loaded]
+                if w is not None and w[1] is not None and vals:
+                    size = e.nbytes // len(vals)
+                    for j, r in enumerate(vals):
+                        copied[(w[0], w[1] + j * size)] = loaded[r]
+            elif isinstance(e, TmapEdit):
+                w = where(e.addr)
+                if w is not None and e.field not in BOX_KEEPING:
+                    spoiled.add(w[0])
+            elif isinstance(e, TmapPublish):
+                dst = e.dst.base if isinstance(e.dst, Addr) and not e.dst.offset else e.dst
+                if not isinstance(dst, Reg):
+                    continue
+                w = where(e.src)
+                if w is None or w[0] in spoiled:
+                    continue
+                parts = [copied.get((w[0], (w[1] or 0) + i)) for i in range(0, MAP_BYTES, 4)]
+                first = parts[0]
+                if first is not None and all(x is not None and x[0] is first[0] and x[1] == i * 4
+                                             for i, x in enumerate(parts)):
+                    out[dst] = first[0]
+            elif isinstance(e, Compute) and e.fn in ("mov", "cvta") and e.args and e.args[0] in out:
+                out[e.dst] = out[e.args[0]]
+    return out
 
 
 def edits(k) -> bool:

@@ -33,14 +33,18 @@ def spec_of(tmap):
     return getattr(p, "tmap", None) if p is not None else None
 
 
-def map_param(tmap):
-    """The tensor-map parameter a TMA operand names (None: a map in memory)."""
-    return tmap.param if isinstance(tmap, TensorMapRef) and tmap.param is not None else None
+def map_param(cx, tmap):
+    """The tensor-map parameter whose box a TMA operand moves: the parameter it names, or the one a map in memory
+    was made from (tensormaps.origins); None otherwise."""
+    if not isinstance(tmap, TensorMapRef):
+        return None
+    return tmap.param if tmap.param is not None else cx.origins.get(tmap.addr)
 
 
 def _spec(cx, tmap):
     """The spec the walk uses: the declared one, or none in the walk that prepares the launch checks."""
-    return None if cx.blind else spec_of(tmap)
+    p = map_param(cx, tmap)
+    return None if cx.blind or p is None else getattr(p, "tmap", None)
 
 
 def _size(spec, what):
@@ -55,7 +59,7 @@ def _coords(cx, s, e, spec):
     """coord-align: a tile box (one coordinate per dimension) must start on a 16-byte boundary."""
     if not e.coords:
         return
-    p = map_param(e.tmap)
+    p = map_param(cx, e.tmap)
     if spec is None:
         if p is not None and cx.blind:
             _defer_coord(cx, s, e.coords[0], p.name, None)
@@ -101,7 +105,7 @@ def _smem_align(cx, s, v, spec, what, tmap=None):
         return
     a, off = w
     align, addr = placement(cx.k, a, off)
-    p = map_param(tmap)
+    p = map_param(cx, tmap)
     if spec is None:
         if p is not None and cx.blind:
             got = math.gcd(align, addr) if addr else align
@@ -120,7 +124,7 @@ def _box_range(cx, s, v, spec, what, tmap=None):
     """The bytes a TMA box occupies in shared memory at `v`; reports a box that overruns its buffer."""
     size = _size(spec, "smem_bytes")
     r = cx.rng(v, size)
-    p = map_param(tmap)
+    p = map_param(cx, tmap)
     if spec is None and p is not None and cx.blind and r is not None and r.off is not None:
         cx.defer(BoxCheck(s.loc, p.name, r.alloc.name, r.alloc.nbytes - r.off, 0, what), s)
     if r is not None and r.off is not None and size is not None and r.off + size > r.alloc.nbytes:
@@ -164,6 +168,8 @@ def _complete_on_barrier(cx, s, e, st, ctx, dst, size, log_multicast=False):
         st.acc = {k: None for k in st.acc}
         return
     mbarrier.use(cx, key, s, st, ctx, "tma")
+    if e.multicast is not None:
+        mbarrier.use(cx, key, s, st, ctx, "multicast")
     n = times(size, ctx.mult)
     if e.multicast is not None:
         n = _multicast(cx, s, e.multicast, n, ctx)
@@ -178,7 +184,7 @@ def _complete_on_barrier(cx, s, e, st, ctx, dst, size, log_multicast=False):
 def _box_bytes(cx, spec, tmap):
     """The transaction bytes of one box: the spec's, or the box of a parameter the launch binds (a Lin)."""
     n = _size(spec, "box_bytes")
-    p = map_param(tmap)
+    p = map_param(cx, tmap)
     if n is None and spec is None and p is not None:
         return sym("box", p.name)
     return n
@@ -186,7 +192,7 @@ def _box_bytes(cx, spec, tmap):
 
 def _op_rules(cx, s, tmap):
     """At launch, the instruction's own rules for a map the launch binds (rank, mode, element type)."""
-    p = map_param(tmap)
+    p = tmap.param if isinstance(tmap, TensorMapRef) else None
     if cx.blind and p is not None:
         cx.defer(OpCheck(s.loc, s.op, tmap, p.name), s)
 

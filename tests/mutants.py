@@ -1,0 +1,765 @@
+"""The mutation campaign: every example kernel and pipeline kernel, mutated the ways a user gets the protocol
+wrong, classified by ptxdsl (the verifier when the kernel is built, then the launch checks with the launch's
+actual arguments) and, for a sample, by the GPU (each mutant run with debug=True, its output compared with the
+unmutated kernel's, bit for bit).
+
+    python tests/mutants.py cpu [--json FILE]
+        every mutant, classified on the CPU: `rejected: RULE` (built), `launch: RULE` (check_launch) or `accepted`
+    python tests/mutants.py gpu --sample 120 --jobs 4 --out DIR [--seed 0]
+        a stratified sample run on the GPU (a CUDA device needed); writes DIR/mutants.json: for each mutant
+        ptxdsl's verdict and the GPU's (correct, wrong data, trap, hang caught by the watchdog, launch error,
+        context error, timeout), then the two counts that matter: broken on the GPU but accepted by ptxdsl, and
+        correct on the GPU but rejected by ptxdsl
+
+Mutation operators (each on every site it applies to): drop a fence (fence.mbarrier_init, fence.proxy.async,
+the tensor-map fences and cp_fenceproxy), change an expect_tx byte count (+16, -16, twice, half), flip a wait's
+parity (an immediate, or the first value of a parity register), drop a wait, shift a bound of a loop that holds
+barrier or TMA operations by one, change an mbarrier.init count (+1, -1, to 1), drop a bar.sync / cluster wait,
+and turn a TMA box's innermost coordinate into one that depends on a parameter (`x + off`, launched with off = 0,
+1 or 4 elements). Mutants are made on the kernel IR (a deep copy), so the same mutation applies to the debug
+build of the kernel the GPU runs.
+
+The GPU side runs mutants in worker processes (`python tests/mutants.py worker ID...`) that print one JSON line
+per mutant and exit when a mutant kills their CUDA context (a trap, an illegal instruction); the parent starts a
+new worker for the rest, and kills a worker that says nothing for TIMEOUT_S (a hang the watchdog did not catch).
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import importlib
+import json
+import os
+import random
+import runpy
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+for p in (str(EXAMPLES), str(ROOT)):
+    if p not in sys.path:
+        sys.path.insert(0, p)
+
+import numpy as np  # noqa: E402
+
+import ptxdsl as px  # noqa: E402
+from ptxdsl import sreg  # noqa: E402
+from ptxdsl.ir import Addr, If, Imm, Instr, Loop, Param, Reg, WaitLoop, walk  # noqa: E402
+from ptxdsl.isa import core  # noqa: E402
+from ptxdsl.isa.effects import (AsyncRead, AsyncWrite, Barrier, ExpectTx, Init, ProxyFence, TmapPublish,  # noqa: E402
+                                TmapRead, Wait)
+from ptxdsl.types import u32  # noqa: E402
+from ptxdsl.verify import check, check_launch  # noqa: E402
+
+TIMEOUT_S = float(os.environ.get("PTXDSL_MUTANTS_TIMEOUT", 30))    # a worker silent this long is hung
+REPEATS = 2                     # launches per mutant (a race may show only sometimes)
+CACHED = ("launch_checks", "device_checks", "debug_op_checks", "debug_scratch")
+BROKEN = ("wrong data", "trap", "hang caught by watchdog", "context error", "timeout")
+
+TILE, THREADS = 64, 128
+TILE_BYTES = TILE * TILE * 2
+
+
+# ------------------------------------------------------------------------------------- pipeline kernels
+
+def ring_copy(debug=False, rows=512, cols=256, stages=3):
+    """A pipelined copy as one loop: thread 0 keeps STAGES loads in flight in a ring; iteration t waits on
+    full[stage], every thread copies the tile out and arrives on empty[stage], and thread 0 refills the stage
+    with tile t + STAGES where `t + STAGES < TILES` (after waiting on empty[stage])."""
+    tiles = rows // TILE
+    with px.kernel("ring_copy", reqntid=THREADS, debug=debug) as k:
+        src = k.param_tensormap("src", px.TensorMapSpec.tiled_for((rows, cols), "bf16", (TILE, TILE)))
+        out = k.param_ptr("out")
+        pitch = k.param("pitch", px.u32)
+        ring = k.shared("ring", stages * TILE_BYTES, align=128)
+        full, empty = k.mbarrier("full", stages), k.mbarrier("empty", stages)
+        tid = k.tid_x()
+        t0 = k.setp("eq", tid, 0)
+        x = k.mul(k.mov(sreg.ctaid_x), TILE)
+        with k.if_(t0):
+            for s in range(stages):
+                k.mbarrier_init(full.at(8 * s), 1)
+                k.mbarrier_init(empty.at(8 * s), THREADS)
+            k.fence_mbarrier_init()
+        k.bar_sync(0)
+        with k.if_(t0):
+            for s in range(stages):
+                k.mbarrier_arrive_expect_tx(full.at(8 * s), TILE_BYTES, sem="release", scope="cta")
+                k.cp_async_bulk_tensor(ring.at(s * TILE_BYTES), src, (x, s * TILE), mbar=full.at(8 * s))
+        stage, phase = k.mov(0, px.u32), k.mov(0, px.u32)
+        with k.loop(0, tiles) as t:
+            full_s, empty_s = k.mad(stage, 8, k.mov(full)), k.mad(stage, 8, k.mov(empty))
+            buf = k.mad(stage, TILE_BYTES, k.mov(ring))
+            k.mbarrier_wait(full_s, parity=phase, sem="acquire", scope="cta")
+            _copy_out(k, buf, tid, t, x, out, pitch, THREADS)
+            k.mbarrier_arrive(empty_s, sem="release", scope="cta")
+            with k.if_(t0), k.if_(k.setp("lt", k.add(t, stages), tiles)):
+                k.mbarrier_wait(empty_s, parity=phase, sem="acquire", scope="cta")
+                k.mbarrier_arrive_expect_tx(full_s, TILE_BYTES, sem="release", scope="cta")
+                k.cp_async_bulk_tensor(buf, src, (x, k.mul(k.add(t, stages), TILE)), mbar=full_s)
+            k.add(stage, 1, out=stage)
+            with k.if_(k.setp("eq", stage, stages)):
+                k.mov(0, px.u32, out=stage)
+                k.xor(phase, 1, out=phase)
+    return k.kernel
+
+
+def ws_copy(debug=False, rows=512, cols=256, stages=2):
+    """Warp-specialized copy: warp 0 (one elected lane) produces (wait empty[s], expect, load into slot s), warps
+    1-4 consume (wait full[s], copy the tile out, arrive on empty[s]); stages and phases are registers."""
+    tiles, consumers = rows // TILE, THREADS
+    with px.kernel("ws_copy", reqntid=32 + consumers, debug=debug) as k:
+        src = k.param_tensormap("src", px.TensorMapSpec.tiled_for((rows, cols), "bf16", (TILE, TILE)))
+        out = k.param_ptr("out")
+        pitch = k.param("pitch", px.u32)
+        ring = k.shared("ring", stages * TILE_BYTES, align=128)
+        full, empty = k.mbarrier("full", stages), k.mbarrier("empty", stages)
+        tid = k.tid_x()
+        x = k.mul(k.mov(sreg.ctaid_x), TILE)
+        with k.if_(k.setp("eq", tid, 0)):
+            for s in range(stages):
+                k.mbarrier_init(full.at(8 * s), 1)
+                k.mbarrier_init(empty.at(8 * s), consumers)
+            k.fence_mbarrier_init()
+        k.bar_sync(0)
+        with k.if_(k.setp("eq", k.warp_idx(), 0)):
+            with k.elect_one():
+                phase = k.mov(0, px.u32)
+                with k.loop(0, tiles) as i:
+                    stage = k.and_(i, stages - 1)
+                    k.mbarrier_wait(k.mad(stage, 8, k.mov(empty)), parity=k.xor(phase, 1), sem="acquire",
+                                    scope="cta")
+                    full_s = k.mad(stage, 8, k.mov(full))
+                    k.mbarrier_arrive_expect_tx(full_s, TILE_BYTES, sem="release", scope="cta")
+                    k.cp_async_bulk_tensor(k.mad(stage, TILE_BYTES, k.mov(ring)), src, (x, k.mul(i, TILE)),
+                                           mbar=full_s)
+                    with k.if_(k.setp("eq", stage, stages - 1)):
+                        k.xor(phase, 1, out=phase)
+        with k.else_():
+            ctid = k.sub(tid, 32)
+            phase = k.mov(0, px.u32)
+            with k.loop(0, tiles) as i:
+                stage = k.and_(i, stages - 1)
+                k.mbarrier_wait(k.mad(stage, 8, k.mov(full)), parity=phase, sem="acquire", scope="cta")
+                _copy_out(k, k.mad(stage, TILE_BYTES, k.mov(ring)), ctid, i, x, out, pitch, consumers)
+                k.mbarrier_arrive(k.mad(stage, 8, k.mov(empty)), sem="release", scope="cta")
+                with k.if_(k.setp("eq", stage, stages - 1)):
+                    k.xor(phase, 1, out=phase)
+    return k.kernel
+
+
+def _copy_out(k, buf, tid, t, x, out, pitch, threads):
+    """The `threads` threads copy tile t from `buf` to rows t*TILE.. of `out` (16-byte chunks)."""
+    with k.loop(0, TILE_BYTES // 16 // threads) as i:
+        chunk = k.mad(i, threads, tid)
+        vals = k.ld(px.b32, k.add(buf, k.shl(chunk, 4)), space="shared::cta", vec=4)
+        row, col = k.shr(chunk, 3), k.and_(chunk, 7)
+        gbyte = k.mad(k.mad(t, TILE, row), pitch, k.add(k.shl(x, 1), k.shl(col, 4)))
+        k.st(px.b32, k.add(out, k.cvt(px.u64, gbyte)), vals)
+
+
+# --------------------------------------------------------------------------------------------- families
+
+@dataclass
+class Family:
+    """A kernel with what it takes to launch it: `build(debug)` the Kernel; `shapes` the arrays (name, numpy
+    shape, fill) the harness makes; `args(arrays)` the launch's arguments (maps as TensorMapSpecs); `out` the
+    array whose bytes are the result; grid, block, cluster."""
+
+    name: str
+    build: object
+    shapes: tuple
+    args: object
+    out: str
+    grid: tuple
+    block: int = THREADS
+    cluster: tuple | None = None
+
+
+def _example(name):
+    def build(debug=False):
+        if not debug:
+            return importlib.import_module(name).KERNEL.finish()
+        original = px.kernel
+        px.kernel = lambda *a, **kw: original(*a, **{**kw, "debug": True})
+        try:
+            return runpy.run_path(str(EXAMPLES / f"{name}.py"), run_name=f"{name}_debug")["KERNEL"].finish()
+        finally:
+            px.kernel = original
+    build.__name__ = name
+    return build
+
+
+def _map(a, box):
+    return px.TensorMapSpec.from_array(a, box)
+
+
+R, C = 256, 512
+FAMILIES = {f.name: f for f in [
+    Family("tma_load_tile", _example("tma_load_tile"), (("src", (R, C), "random"), ("out", (R, C), "pattern")),
+           lambda a: (_map(a["src"], (TILE, TILE)), a["out"], C * 2), "out", (C // TILE, R // TILE)),
+    Family("tma_store_tile", _example("tma_store_tile"), (("src", (R, C), "random"), ("dst", (R, C), "pattern")),
+           lambda a: (_map(a["src"], (TILE, TILE)), _map(a["dst"], (TILE, TILE))), "dst", (C // TILE, R // TILE)),
+    Family("tma_reduce_tile", _example("tma_reduce_tile"), (("src", (R, C), "random"), ("acc", (R, C), "random")),
+           lambda a: (_map(a["src"], (TILE, TILE)), _map(a["acc"], (TILE, TILE))), "acc", (C // TILE, R // TILE)),
+    Family("tma_multicast_tile", _example("tma_multicast_tile"),
+           (("src", (256, TILE), "random"), ("out", (256, 2 * TILE), "pattern")),
+           lambda a: (_map(a["src"], (TILE // 2, TILE)), a["out"], 2 * TILE * 2), "out", (2, 256 // TILE),
+           cluster=(2, 1, 1)),
+    Family("tma_pipeline_copy", _example("tma_pipeline_copy"),
+           (("src", (512, 256), "random"), ("out", (512, 256), "pattern")),
+           lambda a: (_map(a["src"], (TILE, TILE)), a["out"], 256 * 2), "out", (256 // TILE,)),
+    Family("tensormap_replace", _example("tensormap_replace"),
+           (("a", (R, C), "random"), ("b", (R, C), "random"), ("out", (R, C), "pattern"),
+            ("maps", ((C // TILE) * (R // TILE), 128), "zeros8")),
+           lambda a: (_map(a["a"], (TILE, TILE)), _map(a["out"], (TILE, TILE)), a["maps"], _ptr(a["b"])), "out",
+           (C // TILE, R // TILE)),
+    Family("ring_copy", ring_copy, (("src", (512, 256), "random"), ("out", (512, 256), "pattern")),
+           lambda a: (_map(a["src"], (TILE, TILE)), a["out"], 256 * 2), "out", (256 // TILE,)),
+    Family("ws_copy", ws_copy, (("src", (512, 256), "random"), ("out", (512, 256), "pattern")),
+           lambda a: (_map(a["src"], (TILE, TILE)), a["out"], 256 * 2), "out", (256 // TILE,), block=160),
+    Family("ring_copy2", lambda debug=False: ring_copy(debug, stages=2),
+           (("src", (512, 256), "random"), ("out", (512, 256), "pattern")),
+           lambda a: (_map(a["src"], (TILE, TILE)), a["out"], 256 * 2), "out", (256 // TILE,)),
+    Family("ring_copy4", lambda debug=False: ring_copy(debug, stages=4),
+           (("src", (512, 256), "random"), ("out", (512, 256), "pattern")),
+           lambda a: (_map(a["src"], (TILE, TILE)), a["out"], 256 * 2), "out", (256 // TILE,)),
+    Family("ws_copy4", lambda debug=False: ws_copy(debug, stages=4),
+           (("src", (512, 256), "random"), ("out", (512, 256), "pattern")),
+           lambda a: (_map(a["src"], (TILE, TILE)), a["out"], 256 * 2), "out", (256 // TILE,), block=160),
+]}
+
+
+def _ptr(a):
+    return getattr(a, "ptr", 0)
+
+
+class _HostArray:
+    """What the CPU side passes for an array: its shape, dtype and strides, no address (check_launch reads
+    only the map's description)."""
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = shape, np.dtype(dtype)
+        self.strides = np.zeros(shape, self.dtype).strides
+        self.ptr = 0
+
+
+def _host_arrays(fam):
+    import ml_dtypes
+
+    out = {}
+    for name, shape, fill in fam.shapes:
+        out[name] = _HostArray(shape, np.uint8 if fill == "zeros8" else ml_dtypes.bfloat16)
+    return out
+
+
+# -------------------------------------------------------------------------------------------- mutations
+
+def _sites(stmts, out=None) -> list:
+    """(list, index, statement) of every statement, in program order."""
+    out = [] if out is None else out
+    for i, s in enumerate(stmts):
+        out.append((stmts, i, s))
+        if isinstance(s, If):
+            _sites(s.then, out)
+            _sites(s.orelse or [], out)
+        elif isinstance(s, Loop):
+            _sites(s.body, out)
+    return out
+
+
+def _effects(s):
+    return s.op.effects() if isinstance(s, (Instr, WaitLoop)) else ()
+
+
+def _has(s, kinds):
+    return any(isinstance(e, kinds) for e in _effects(s))
+
+
+def _protocol_loop(s) -> bool:
+    return isinstance(s, Loop) and (any(isinstance(x, WaitLoop) for _, _, x in _sites(s.body)) or any(
+        isinstance(e, (Init, ExpectTx, AsyncWrite, AsyncRead, Wait, Barrier)) for ins in walk(s.body)
+        for e in ins.op.effects()))
+
+
+def _tma(s) -> bool:
+    return isinstance(s, Instr) and any(isinstance(e, (AsyncWrite, AsyncRead, TmapRead))
+                                        and getattr(e, "tmap", None) is not None and e.coords
+                                        for e in s.op.effects())
+
+
+def _parity_inits(kernel) -> list:
+    """The Mov instructions that give a wait's parity register its first value (a constant)."""
+    regs = []
+    for _, _, s in _sites(kernel.body):
+        if isinstance(s, WaitLoop) and isinstance(getattr(s.op, "parity", None), Reg):
+            regs.append(s.op.parity)
+    firsts = []
+    for r in dict.fromkeys(regs):
+        for _, _, s in _sites(kernel.body):
+            if isinstance(s, Instr) and r in s.op.defs():
+                if isinstance(s.op, core.Mov) and isinstance(s.op.src, Imm):
+                    firsts.append(s)
+                break
+    return firsts
+
+
+# operator -> (which statements it applies to, the variants at each)
+def _sites_of(kernel, operator) -> list:
+    found = []
+    inits = _parity_inits(kernel) if operator == "flip_parity" else []
+    for lst, i, s in _sites(kernel.body):
+        if operator == "drop_fence" and _has(s, (ProxyFence, TmapPublish)):
+            found.append((lst, i, s, [None]))
+        elif operator == "tx" and isinstance(s, Instr) and _has(s, ExpectTx) and isinstance(s.op.tx, Imm):
+            v = int(s.op.tx.value)
+            found.append((lst, i, s, [v + 16, v - 16, 2 * v, v // 2]))
+        elif operator == "flip_parity" and (isinstance(s, WaitLoop) and isinstance(getattr(s.op, "parity", None), Imm)
+                                            or s in inits):
+            found.append((lst, i, s, [None]))
+        elif operator == "drop_wait" and isinstance(s, WaitLoop):
+            found.append((lst, i, s, [None]))
+        elif operator == "loop_bound" and _protocol_loop(s):
+            variants = []
+            if isinstance(s.start, Imm):
+                variants += [("start", +1), ("start", -1)] if int(s.start.value) > 0 else [("start", +1)]
+            if isinstance(s.stop, Imm):
+                variants += [("stop", +1), ("stop", -1)]
+            found.append((lst, i, s, variants))
+        elif operator == "init_count" and isinstance(s, Instr) and _has(s, Init) and isinstance(s.op.count, Imm):
+            c = int(s.op.count.value)
+            found.append((lst, i, s, [c + 1] + ([c - 1, 1] if c > 1 else [])))
+        elif operator == "drop_sync" and isinstance(s, Instr) and any(isinstance(e, Barrier) and e.wait
+                                                                      for e in _effects(s)):
+            found.append((lst, i, s, [None]))
+        elif operator == "coord_param" and _tma(s):
+            found.append((lst, i, s, [0, 1, 4]))
+    return found
+
+
+OPERATORS = ("drop_fence", "tx", "flip_parity", "drop_wait", "loop_bound", "init_count", "drop_sync", "coord_param")
+
+
+@dataclass(frozen=True)
+class Mutant:
+    id: str
+    family: str
+    operator: str
+    site: int                   # which site of the operator, in program order
+    variant: object
+    line: int | None
+    what: str
+    base: object = None         # the value the variant replaces (an init count, a byte count)
+
+    @property
+    def extra(self) -> tuple:
+        """The arguments the mutant takes after the kernel's own (coord_param: the offset)."""
+        return (self.variant,) if self.operator == "coord_param" else ()
+
+
+def mutants(families=None) -> list:
+    """Every mutant of every family (or of the named ones), in a fixed order."""
+    out = []
+    for fam in (families or FAMILIES):
+        kernel = kernel_of(fam, False)
+        for operator in OPERATORS:
+            for n, (_, _, s, variants) in enumerate(_sites_of(kernel, operator)):
+                line = s.loc.line if getattr(s, "loc", None) is not None else None
+                name = type(s.op).__name__ if isinstance(s, (Instr, WaitLoop)) else "loop"
+                base = {"init_count": lambda: int(s.op.count.value), "tx": lambda: int(s.op.tx.value)}.get(
+                    operator, lambda: None)()
+                for v in variants:
+                    vid = "" if v is None else "-" + ("".join(map(str, v)) if isinstance(v, tuple) else str(v))
+                    out.append(Mutant(f"{fam}/{operator}/{n}{vid}", fam, operator, n, v, line,
+                                      f"{operator} at line {line} ({name}{'' if v is None else f', {v}'})", base))
+    return out
+
+
+_KERNELS: dict = {}
+
+
+def kernel_of(family: str, debug: bool):
+    key = (family, debug)
+    if key not in _KERNELS:
+        _KERNELS[key] = FAMILIES[family].build(debug)
+    return _KERNELS[key]
+
+
+def mutate(m: Mutant, debug: bool = False):
+    """A deep copy of the family's kernel with the mutation applied."""
+    original = kernel_of(m.family, debug)
+    saved = {a: original.__dict__.pop(a) for a in CACHED if a in original.__dict__}
+    try:
+        k = copy.deepcopy(original)
+    finally:
+        original.__dict__.update(saved)
+    lst, i, s, _ = _sites_of(k, m.operator)[m.site]
+    v = m.variant
+    if m.operator in ("drop_fence", "drop_wait", "drop_sync"):
+        del lst[i]
+    elif m.operator == "tx":
+        op = copy.copy(s.op)
+        op.tx = Imm(v, u32)
+        s.op = op
+    elif m.operator == "flip_parity":
+        op = copy.copy(s.op)
+        if isinstance(s, WaitLoop):
+            op.parity = Imm(1 - int(op.parity.value), u32)
+        else:
+            op.src = Imm(1 - int(op.src.value), op.src.type)
+        s.op = op
+    elif m.operator == "loop_bound":
+        which, delta = v
+        setattr(s, which, Imm(int(getattr(s, which).value) + delta, s.var.type))
+    elif m.operator == "init_count":
+        op = copy.copy(s.op)
+        op.count = Imm(v, op.count.type)
+        s.op = op
+    elif m.operator == "coord_param":
+        _coordinate_plus_param(k, lst, i, s)
+    return k
+
+
+def _coordinate_plus_param(k, lst, i, s):
+    """coords[0] -> coords[0] + off, `off` a new u32 parameter (the launch passes it)."""
+    p = Param("mutant_off", "scalar", u32, loc=s.loc)
+    p.value = k.new_reg(u32)
+    k.params.append(p)
+    k.body.insert(0, Instr(core.Ld(space="param", type=u32, d=(p.value,), addr=p), None, s.loc))
+    if lst is k.body:
+        i += 1
+    x = k.new_reg(u32)
+    c = s.op.coords[0]
+    a = Imm(int(c.value), u32) if isinstance(c, Imm) else c
+    lst.insert(i, Instr(core.Add(type=u32, d=x, a=a, b=p.value), None, s.loc))
+    op = copy.copy(s.op)
+    op.coords = (x,) + tuple(s.op.coords[1:])
+    s.op = op
+
+
+# ------------------------------------------------------------------------------------------ classification
+
+def launch_args(fam: Family, arrays) -> tuple:
+    return tuple(fam.args(arrays))
+
+
+def classify(m: Mutant) -> dict:
+    """ptxdsl's verdict on a mutant: the first error the verifier reports, else the first launch check its
+    launch breaks, else accepted."""
+    try:
+        k = mutate(m)
+    except px.PtxdslError as e:
+        return {"verdict": "rejected", "stage": "build", "rule": e.rule or type(e).__name__, "message": str(e)}
+    errors = [d for d in check(k) if d.severity == "error"]
+    if errors:
+        d = errors[0]
+        return {"verdict": "rejected", "stage": "verify", "rule": d.rule, "line": d.loc.line if d.loc else None,
+                "message": d.message}
+    fam = FAMILIES[m.family]
+    args = launch_args(fam, _host_arrays(fam)) + m.extra
+    try:
+        check_launch(k, args, grid=fam.grid, block=fam.block, cluster=fam.cluster)
+    except px.LaunchError as e:
+        return {"verdict": "rejected", "stage": "launch", "rule": e.rule, "line": e.loc.line if e.loc else None,
+                "message": str(e)}
+    return {"verdict": "accepted"}
+
+
+def cpu_campaign(json_path=None, families=None) -> dict:
+    t0 = time.perf_counter()
+    rows = []
+    for m in mutants(families):
+        rows.append({"id": m.id, "family": m.family, "operator": m.operator, "what": m.what,
+                     "ptxdsl": classify(m)})
+    summary = _summarise_cpu(rows)
+    summary["seconds"] = round(time.perf_counter() - t0, 1)
+    result = {"mutants": rows, "summary": summary}
+    if json_path:
+        Path(json_path).write_text(json.dumps(result, indent=1))
+    return result
+
+
+def _summarise_cpu(rows) -> dict:
+    by_rule, by_op = {}, {}
+    for r in rows:
+        v = r["ptxdsl"]
+        key = f"{v['stage']}: {v['rule']}" if v["verdict"] == "rejected" else "accepted"
+        by_rule[key] = by_rule.get(key, 0) + 1
+        op = by_op.setdefault(r["operator"], {"rejected": 0, "accepted": 0})
+        op[v["verdict"]] += 1
+    return {"mutants": len(rows), "rejected": sum(r["ptxdsl"]["verdict"] == "rejected" for r in rows),
+            "by_verdict": dict(sorted(by_rule.items())), "by_operator": by_op}
+
+
+# ------------------------------------------------------------------------------------------------ the GPU
+
+def _host_inputs(fam, seed=0) -> dict:
+    """The arrays a launch starts from (numpy): random bf16 inputs, outputs filled with 0xA5A5, zeroed bytes."""
+    import ml_dtypes
+
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, shape, fill in fam.shapes:
+        if fill == "random":
+            out[name] = rng.standard_normal(shape, dtype=np.float32).astype(ml_dtypes.bfloat16)
+        elif fill == "pattern":
+            out[name] = np.full(shape, 0xA5A5, np.uint16).view(ml_dtypes.bfloat16)
+        else:
+            out[name] = np.zeros(shape, np.uint8)
+    return out
+
+
+def _device_arrays(fam, seed=0):
+    from ptxdsl.runtime import DeviceArray
+
+    return {name: DeviceArray.to_device(a) for name, a in _host_inputs(fam, seed).items()}
+
+
+def _run_on_gpu(fam, kernel, extra) -> list:
+    """The output array after each of REPEATS launches (fresh inputs each time)."""
+    prog = px.compile(kernel)
+    outputs = []
+    for _ in range(REPEATS):
+        arrays = _device_arrays(fam)
+        prog[kernel.name](*fam.args(arrays), *extra, grid=fam.grid, block=fam.block, cluster=fam.cluster,
+                          sync=True)
+        outputs.append(arrays[fam.out].to_host())
+    return outputs
+
+
+def _tiles(a):
+    rows, cols = a.shape[0] // TILE, a.shape[1] // TILE if a.ndim > 1 else 0
+    return {(r, c): a[r * TILE:(r + 1) * TILE, c * TILE:(c + 1) * TILE].tobytes()
+            for r in range(rows) for c in range(cols)}
+
+
+def tile_report(fam, reference, got) -> str:
+    """How the output's 64x64 tiles differ from the unmutated kernel's: `misplaced` (a whole tile of an input, or
+    zeros, in the wrong place: a kernel that moves other data with its protocol intact), `missing` (never
+    written), `torn` (anything else: a race or a partial copy)."""
+    inputs = _host_inputs(fam)
+    whole = set()
+    for name, shape, fill in fam.shapes:
+        if fill == "random":
+            whole |= set(_tiles(inputs[name]).values())
+    zeros = bytes(TILE * TILE * 2)
+    pattern = np.full((TILE, TILE), 0xA5A5, np.uint16).tobytes()
+    counts = {"misplaced": 0, "missing": 0, "torn": 0}
+    ref, out = _tiles(reference), _tiles(got)
+    for key, tile in out.items():
+        if tile == ref.get(key):
+            continue
+        if tile == pattern:
+            counts["missing"] += 1
+        elif tile in whole or tile == zeros:
+            counts["misplaced"] += 1
+        else:
+            counts["torn"] += 1
+    return ", ".join(f"{n} {k}" for k, n in counts.items() if n) or "no 64x64 tile differs"
+
+
+FAKE = "PTXDSL_MUTANTS_FAKE"    # tests of the campaign's bookkeeping: "outcome,outcome,..." by mutant order, no GPU
+
+
+def _fake(m):
+    """A stand-in outcome for the bookkeeping tests (FAKE lists outcomes; `sleep` hangs the worker)."""
+    plan = os.environ[FAKE].split(",")
+    if m is None:
+        return "reference", "", np.zeros(1)
+    outcome = plan[sum(map(ord, m.id)) % len(plan)]
+    if outcome == "sleep":
+        time.sleep(3600)
+    return outcome, "fake", None
+
+
+def gpu_outcome(m: Mutant | None, family: str, reference) -> tuple:
+    """(outcome, detail, the output or None) of one mutant's debug build on the GPU (checks at launch off: the
+    device decides); m=None runs the unmutated kernel and returns its output as the reference."""
+    if os.environ.get(FAKE):
+        return _fake(m)
+    fam = FAMILIES[family]
+    try:
+        kernel = mutate(m, debug=True) if m is not None else kernel_of(family, True)
+        outputs = _run_on_gpu(fam, kernel, m.extra if m is not None else ())
+    except px.LaunchError as e:
+        return "launch error", str(e), None
+    except px.KernelTrap as e:
+        return ("hang caught by watchdog" if e.rule == "debug-watchdog" else "trap"), str(e), None
+    except px.CudaError as e:
+        return "context error", str(e), None
+    except px.PtxdslError as e:
+        return "build error", f"{type(e).__name__}: {e}", None
+    if reference is None:
+        return "reference", "", outputs[0]
+    differ = [o for o in outputs if o.tobytes() != reference.tobytes()]
+    if not differ:
+        return "correct", f"{len(outputs)} launches bit-exact", None
+    return "wrong data", (f"{len(differ)} of {len(outputs)} launches differ from the unmutated kernel's output "
+                          f"({tile_report(FAMILIES[family], reference, differ[0])})"), None
+
+
+def worker(ids) -> None:
+    """Run mutants by id, one JSON line each; stop after one that leaves the CUDA context unusable."""
+    os.environ["PTXDSL_LAUNCH_CHECKS"] = "0"
+    by_id = {m.id: m for m in mutants(sorted({i.split("/")[0] for i in ids}))}
+    refs = {}
+    for mid in ids:
+        m = by_id[mid]
+        t = time.perf_counter()
+        if m.family not in refs:
+            outcome, detail, ref = gpu_outcome(None, m.family, None)
+            if outcome != "reference":
+                print(json.dumps({"id": mid, "gpu": "reference failed", "detail": detail}), flush=True)
+                return
+            refs[m.family] = ref
+        outcome, detail, _ = gpu_outcome(m, m.family, refs[m.family])
+        print(json.dumps({"id": mid, "gpu": outcome, "detail": detail[:600],
+                          "seconds": round(time.perf_counter() - t, 3)}), flush=True)
+        if outcome in ("trap", "hang caught by watchdog", "context error"):
+            return
+
+
+def _worker_process(ids, results, lock):
+    """Feed `ids` to worker processes until each has an outcome. A worker stops after a mutant that kills its
+    context (the next worker takes the rest); one silent for TIMEOUT_S is killed and its current mutant is a
+    timeout; one that fails before any result gives its current mutant a worker error."""
+    import tempfile
+
+    todo = list(ids)
+    while todo:
+        with tempfile.TemporaryFile("w+") as err:
+            proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "worker", *todo],
+                                    stdout=subprocess.PIPE, stderr=err, text=True, cwd=str(ROOT))
+            lines: list = []
+            reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
+            reader.start()
+            seen, last, killed = 0, time.perf_counter(), False
+            while proc.poll() is None:
+                time.sleep(0.05)
+                if len(lines) > seen:
+                    seen, last = len(lines), time.perf_counter()
+                elif time.perf_counter() - last > TIMEOUT_S:
+                    proc.kill()
+                    killed = True
+            proc.wait()
+            reader.join(timeout=5)
+            err.seek(0)
+            stderr = err.read()
+        done = [json.loads(ln) for ln in lines if ln.startswith("{")]
+        with lock:
+            for r in done:
+                results[r["id"]] = r
+        finished = {r["id"] for r in done}
+        todo = [i for i in todo if i not in finished]
+        if todo and (killed or not done):
+            with lock:
+                results[todo[0]] = {"id": todo[0], "gpu": "timeout" if killed else "worker error",
+                                    "detail": stderr[-600:]}
+            todo = todo[1:]
+
+
+def sample(all_mutants, n, seed) -> list:
+    """A stratified sample: round robin over (family, operator) groups, each shuffled with `seed`."""
+    rng = random.Random(seed)
+    groups: dict = {}
+    for m in all_mutants:
+        groups.setdefault((m.family, m.operator), []).append(m)
+    for g in groups.values():
+        rng.shuffle(g)
+    keys = sorted(groups)
+    rng.shuffle(keys)
+    out = []
+    while len(out) < n and any(groups.values()):
+        for key in keys:
+            if groups[key] and len(out) < n:
+                out.append(groups[key].pop())
+    return out
+
+
+def gpu_campaign(n, jobs, out_dir, seed=0) -> dict:
+    t0 = time.perf_counter()
+    chosen = sample(mutants(), n, seed)
+    verdicts = {m.id: classify(m) for m in chosen}
+    results: dict = {}
+    lock = threading.Lock()
+    shards = [[m.id for m in chosen[j::jobs]] for j in range(jobs)]
+    threads = [threading.Thread(target=_worker_process, args=(s, results, lock)) for s in shards if s]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    rows = []
+    for m in chosen:
+        g = results.get(m.id, {"gpu": "no result", "detail": ""})
+        rows.append({"id": m.id, "family": m.family, "operator": m.operator, "what": m.what,
+                     "ptxdsl": verdicts[m.id], "gpu": g["gpu"], "gpu_detail": g.get("detail", ""),
+                     "seconds": g.get("seconds")})
+    summary = summarise_gpu(rows)
+    summary["wall_seconds"] = round(time.perf_counter() - t0, 1)
+    summary["device"] = _device_name()
+    summary["date"] = time.strftime("%Y-%m-%d")
+    result = {"summary": summary, "mutants": rows}
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "mutants.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
+def summarise_gpu(rows) -> dict:
+    by_gpu: dict = {}
+    for r in rows:
+        by_gpu[r["gpu"]] = by_gpu.get(r["gpu"], 0) + 1
+    rejected = [r for r in rows if r["ptxdsl"]["verdict"] == "rejected"]
+    broken_accepted = [r["id"] for r in rows if r["gpu"] in BROKEN and r["ptxdsl"]["verdict"] == "accepted"]
+    correct_rejected = [r["id"] for r in rows if r["gpu"] == "correct" and r["ptxdsl"]["verdict"] == "rejected"]
+    correct = [r for r in rows if r["gpu"] == "correct"]
+    return {"mutants": len(rows), "rejected_by_ptxdsl": len(rejected), "gpu": by_gpu,
+            "broken_on_gpu_but_accepted": broken_accepted,
+            "correct_on_gpu_but_rejected": correct_rejected,
+            "correct_but_rejected_share_of_sample": round(len(correct_rejected) / max(1, len(rows)), 4),
+            "correct_but_rejected_share_of_correct": round(len(correct_rejected) / max(1, len(correct)), 4),
+            "unclassified": [r["id"] for r in rows if r["gpu"] in ("no result", "worker error", "build error")]}
+
+
+def _device_name() -> str:
+    try:
+        from ptxdsl.runtime import Device
+
+        return Device(0).name
+    except Exception as e:  # noqa: BLE001
+        return f"unknown ({e})"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="tests/mutants.py", description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("cpu")
+    c.add_argument("--json")
+    c.add_argument("--families", nargs="*", help="only these kernels (default: all)")
+    g = sub.add_parser("gpu")
+    g.add_argument("--sample", type=int, default=120)
+    g.add_argument("--jobs", type=int, default=4)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--out", default=os.environ.get("OUT", "."))
+    w = sub.add_parser("worker")
+    w.add_argument("ids", nargs="+")
+    a = ap.parse_args(argv)
+    if a.cmd == "worker":
+        worker(a.ids)
+        return 0
+    if a.cmd == "cpu":
+        s = cpu_campaign(a.json, a.families or None)["summary"]
+        print(json.dumps(s, indent=1))
+        return 0
+    s = gpu_campaign(a.sample, a.jobs, a.out, a.seed)["summary"]
+    print(json.dumps(s, indent=1))
+    return 0 if not s["broken_on_gpu_but_accepted"] and not s["unclassified"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""The mutation campaign on the CPU (tests/mutants.py): every example and pipeline kernel mutated the ways a user
+gets the protocol wrong, each mutant classified by ptxdsl. CI classifies a fixed stratified sample (all of them
+with PTXDSL_MUTANTS=all: 300+ in a few seconds); each operator's mutants must be rejected where the protocol is
+broken by construction, and the controls (an offset of 0, a fence the kernel does not need) accepted. The GPU
+campaign's bookkeeping (workers, restarts after a dead context, timeouts, the JSON summary) is checked with
+stand-in outcomes; the GPU run itself is `python tests/mutants.py gpu` (see its docstring)."""
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+import mutants as M
+
+ALL = os.environ.get("PTXDSL_MUTANTS") == "all"
+EVERY = M.mutants()
+CHOSEN = EVERY if ALL else M.sample(EVERY, 90, seed=1)
+
+
+def test_the_campaign_has_over_300_mutants_of_every_operator_and_family():
+    assert len(EVERY) >= 300
+    assert {m.operator for m in EVERY} == set(M.OPERATORS)
+    assert {m.family for m in EVERY} == set(M.FAMILIES)
+    assert len({m.id for m in EVERY}) == len(EVERY)
+
+
+def must_reject(m) -> bool | None:
+    """True: the mutation breaks the protocol by construction; False: a control that must pass; None: either."""
+    if m.operator in ("tx", "flip_parity", "drop_wait", "drop_sync"):
+        return True
+    if m.operator == "coord_param":
+        return m.variant != 0
+    if m.operator == "init_count":
+        return True if m.variant == m.base + 1 else None        # one arrival short of every phase: a hang
+    if m.operator == "drop_fence":
+        return None if "FenceProxyAsync" in m.what and m.family in ("tma_store_tile", "tma_reduce_tile") else True
+    if m.operator == "loop_bound" and m.family.startswith("ring_copy") and m.variant[0] == "stop":
+        return True
+    return None
+
+
+@pytest.mark.parametrize("m", CHOSEN, ids=[m.id for m in CHOSEN])
+def test_each_mutant_is_classified(m):
+    v = M.classify(m)
+    assert v["verdict"] in ("accepted", "rejected"), v
+    want = must_reject(m)
+    if want is True:
+        assert v["verdict"] == "rejected", (m.what, v)
+        assert v["rule"] in M.px.verify.RULES or v["rule"].startswith("launch."), v
+    elif want is False:
+        assert v["verdict"] == "accepted", (m.what, v)
+    if m.operator == "coord_param" and m.variant:
+        assert (v["stage"], v["rule"]) == ("launch", "coord-align"), v
+
+
+def test_the_rules_the_campaign_exercises():
+    """Over the whole campaign (or the sample), the verifier's ring and launch rules each reject some mutant."""
+    rules = {M.classify(m).get("rule") for m in CHOSEN}
+    assert {"expect-tx-mismatch", "coord-align", "wait-never-armed", "arrival-count", "refill-race"} <= rules, rules
+
+
+# ------------------------------------------------------------------------------- the GPU side's bookkeeping
+
+def run_campaign(tmp_path, monkeypatch, outcomes, n, timeout=None):
+    monkeypatch.setenv(M.FAKE, outcomes)
+    if timeout is not None:
+        monkeypatch.setenv("PTXDSL_MUTANTS_TIMEOUT", str(timeout))
+        monkeypatch.setattr(M, "TIMEOUT_S", timeout)
+    result = M.gpu_campaign(n, 2, tmp_path, seed=3)
+    return result, json.loads((tmp_path / "mutants.json").read_text())
+
+
+def test_the_gpu_campaign_restarts_a_worker_after_a_dead_context(tmp_path, monkeypatch):
+    result, written = run_campaign(tmp_path, monkeypatch, "correct,trap,wrong data,context error", 8)
+    assert written == json.loads(json.dumps(result))
+    rows = written["mutants"]
+    assert len(rows) == 8 and {r["gpu"] for r in rows} <= {"correct", "trap", "wrong data", "context error"}
+    assert all(r["ptxdsl"]["verdict"] in ("accepted", "rejected") for r in rows)
+    s = written["summary"]
+    assert s["mutants"] == 8 and sum(s["gpu"].values()) == 8 and not s["unclassified"]
+    assert s["broken_on_gpu_but_accepted"] == [r["id"] for r in rows if r["gpu"] in M.BROKEN
+                                               and r["ptxdsl"]["verdict"] == "accepted"]
+
+
+def test_a_silent_worker_is_a_timeout_and_the_rest_still_run(tmp_path, monkeypatch):
+    result, written = run_campaign(tmp_path, monkeypatch, "correct,correct,sleep", 4, timeout=3)
+    gpu = [r["gpu"] for r in written["mutants"]]
+    assert "timeout" in gpu and "correct" in gpu and "no result" not in gpu, gpu
+
+
+def test_the_command_line_prints_the_cpu_summary(capsys, tmp_path):
+    out = tmp_path / "cpu.json"
+    assert M.main(["cpu", "--json", str(out), "--families", "tma_load_tile", "ring_copy"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["mutants"] == sum(m.family in ("tma_load_tile", "ring_copy") for m in EVERY)
+    assert json.loads(out.read_text())["summary"]["rejected"] == summary["rejected"]
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([str(Path(__file__))]))
