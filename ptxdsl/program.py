@@ -150,7 +150,7 @@ class Launcher(Plan):
         self.info = info
         super().__init__(program.module.function(info.name), info.params, shared_bytes=info.dynamic_shared_bytes,
                          name=info.name, check_cluster=lambda cluster: check_cluster_launch(info, cluster),
-                         debug=info if info.debug else None)
+                         debug=info if info.debug else None, checks=getattr(info, "launch_checks", None))
 
     @property
     def ptx(self) -> str:

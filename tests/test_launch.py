@@ -725,3 +725,47 @@ def test_a_name_that_is_no_type_at_all_lists_the_ptx_names():
 
     with pytest.raises(DSLError, match="type='float8' is not a PTX scalar type"):
         TensorMapSpec.tiled_for((64, 64), "float8", (64, 64))
+
+
+# ------------------------------------------------------------------------------------------------ launch checks
+
+def test_the_verifiers_launch_checks_run_before_the_launch_once_per_signature(fake, monkeypatch):
+    """A kernel whose box coordinate and expect_tx bytes are parameters (tests/test_launch_checks_gpu.py's):
+    the plan runs ptxdsl.verify's launch checks with the arguments, and skips them when the read arguments,
+    block and cluster repeat."""
+    import ptxdsl as px
+    from test_launch_checks_gpu import BOX, SPEC, THREADS, param_copy
+
+    monkeypatch.setattr(launch_mod, "encode", lambda spec, device: FakeMap(7))
+    info = px.emit(param_copy()).kernels["param_copy"]
+    runs = []
+    real = type(info.launch_checks).run
+    monkeypatch.setattr(type(info.launch_checks), "run", lambda self, *a: runs.append(a[0]) or real(self, *a))
+    p = Plan(FakeFunction("param_copy"), info.params, checks=info.launch_checks)
+    fake.sizes = [128, 8, 4, 4, 4]
+    spec = SPEC.bind(0x7000_0000)
+    with pytest.raises(LaunchError) as e:
+        p(spec, 0x1000, 4, 0, BOX, grid=1, block=THREADS)
+    assert e.value.rule == "coord-align" and "launched with x=4" in str(e.value) and not fake.launches
+    with pytest.raises(LaunchError) as e:
+        p(spec, 0x1000, 8, 0, BOX + 16, grid=1, block=THREADS)
+    assert e.value.rule == "expect-tx-mismatch"
+    for _ in range(3):
+        p(spec, 0x1000, 8, 0, BOX, grid=1, block=THREADS)
+    p(spec, 0x2000, 8, 0, BOX, grid=1, block=THREADS)          # a pointer the checks do not read
+    assert len(fake.launches) == 4 and len(runs) == 3
+    p(spec, 0x1000, 16, 0, BOX, grid=1, block=THREADS)         # a new coordinate: checked
+    assert len(runs) == 4
+
+
+def test_launch_checks_off(fake, monkeypatch):
+    import ptxdsl as px
+    from test_launch_checks_gpu import BOX, SPEC, THREADS, param_copy
+
+    monkeypatch.setenv("PTXDSL_LAUNCH_CHECKS", "0")
+    monkeypatch.setattr(launch_mod, "encode", lambda spec, device: FakeMap(7))
+    info = px.emit(param_copy()).kernels["param_copy"]
+    p = Plan(FakeFunction("param_copy"), info.params, checks=info.launch_checks)
+    fake.sizes = [128, 8, 4, 4, 4]
+    p(SPEC.bind(0x7000_0000), 0x1000, 4, 0, BOX, grid=1, block=THREADS)
+    assert len(fake.launches) == 1

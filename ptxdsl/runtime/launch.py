@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
+import os
 import threading
 import weakref
 from numbers import Integral, Real
@@ -68,13 +69,15 @@ class Plan:
     launches: `plan(*args, grid=, block=, shared_bytes=, cluster=, stream=, sync=)`."""
 
     def __init__(self, function: Function, params, *, shared_bytes: int = 0, name: str | None = None,
-                 check_cluster=None, debug=None):
+                 check_cluster=None, debug=None, checks=None):
         self.function = function
         self.params = tuple(params)
         self.name = name or function.name
         self.shared_bytes = shared_bytes
         self._check_cluster_launch = check_cluster
         self._debug = debug                     # the KernelInfo of a debug kernel (its watchdog record), else None
+        self._launch_checks = checks            # the kernel's ptxdsl.verify.launch.LaunchPlan, if any
+        self._checks = None                     # ... when it has checks to run (_bind)
         self._owner = threading.get_ident()
         self._threads = threading.local()
         self._n = len(self.params)
@@ -106,6 +109,34 @@ class Plan:
         self._held: list = [None] * n          # what argv points into for tensor maps: (argument, CUtensorMap)
         self._slots: list = [None] * n
         self._packers = [self._packer(i, p) for i, p in enumerate(self.params)]
+        self._bind_checks()
+
+    def _bind_checks(self) -> None:
+        """The verifier's launch checks (ptxdsl.verify.check_launch: facts only the arguments decide), when the
+        kernel has any and PTXDSL_LAUNCH_CHECKS is not 0. They read the scalar and tensor-map arguments; a launch
+        whose such arguments, block and cluster equal the last one's (the same map objects) is not checked
+        again."""
+        plan = self._launch_checks
+        if plan is None:
+            return
+        from ..verify.launch import ENV, HIDDEN
+
+        if os.environ.get(ENV) == "0" or not plan.checks:
+            return
+        user = [p for p in self.params if p.name != HIDDEN]
+        self._check_reads = tuple(i for i, p in enumerate(user) if p.kind in ("scalar", "tensormap"))
+        self._checked = None
+        self._checks = plan
+
+    def _check(self, given, grid, block, cluster) -> None:
+        key = (tuple([given[i] for i in self._check_reads]), block, cluster)
+        try:
+            if key == self._checked:
+                return
+        except Exception:           # an argument that does not compare (an array as a scalar): check every time
+            key = None
+        self._checks.run(given, grid, block, cluster)
+        self._checked = key
 
     # ------------------------------------------------------------------------------------------- the launch
 
@@ -119,6 +150,7 @@ class Plan:
             if threading.get_ident() != self._owner:
                 return self._for_this_thread()(*args, grid=grid, block=block, shared_bytes=shared_bytes,
                                                cluster=cluster, stream=stream, sync=sync)
+            given = args
             if self._debug is not None:
                 record, sync = _watchdog_record(), True
                 args = record.with_argument(self._debug, args)
@@ -129,6 +161,8 @@ class Plan:
             if (grid is not self._grid_key or block is not self._block_key or shared_bytes is not self._shared_key
                     or cluster is not self._cluster_key):
                 self._configure(grid, block, shared_bytes, cluster)
+            if self._checks is not None:
+                self._check(given, grid, block, cluster)
             torch_seen = False
             deferred = None
             if self._n:
@@ -184,7 +218,7 @@ class Plan:
         if plan is None:
             plan = self._threads.plan = Plan(self.function, self.params, shared_bytes=self.shared_bytes,
                                              name=self.name, check_cluster=self._check_cluster_launch,
-                                             debug=self._debug)
+                                             debug=self._debug, checks=self._launch_checks)
         return plan
 
     def _count_error(self, args) -> LaunchError:
