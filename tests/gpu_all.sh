@@ -32,7 +32,7 @@ if [ -z "${XDIST+set}" ]; then
 fi
 # shellcheck disable=SC2086
 step gpu-tests "$PY" -m pytest -q -p no:cacheprovider -m gpu -rs --durations=20 $XDIST tests
-step examples "$PY" -m ptxdsl.cli run examples/tma_*
+step examples "$PY" -m ptxdsl.cli run examples/tma_* examples/tensormap_replace.py
 step bench-build "$PY" bench/bench_build.py --repeat 200
 step bench-copy "$PY" bench/bench_copy.py
 step bench-launch "$PY" bench/bench_launch.py
