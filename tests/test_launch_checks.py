@@ -422,3 +422,18 @@ def test_the_trap_message_names_the_line_and_the_values():
     assert coord.rule == "debug-coord-align" and coord.loc.line == marked_line(param_load, "# LOAD")
     assert "innermost coordinate is 4" in str(coord) and "multiple of 8" in str(coord)
     assert check_trap(info, 3, 0) is None and check_trap(info, 0, 0) is None
+
+
+def test_the_docs_launch_check_example_runs_as_written(capsys):
+    """docs/verifier.md#launch-checks: its program runs and prints the LaunchError the page shows."""
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "verifier.md").read_text()
+    section = page.split('<a id="launch-checks"></a>')[1]
+    code = section.split("```\n")[1]
+    assert code.startswith("import ptxdsl as px")
+    exec(compile(code, "launch.py", "exec"), {})
+    printed = capsys.readouterr().out
+    shown = section.split("```\n")[3].replace("\n", " ")
+    assert printed.startswith("launch.py:16: coord-align: kernel 'param_load' launched with x=4")
+    assert " ".join(printed.split())[:200] == " ".join(shown.split())[:200]

@@ -467,6 +467,21 @@ def init_unsynced(k, sync=False):
     k.mbarrier_wait(bar, parity=0)  # BAD
 
 
+def test_init_used_by_lanes_of_the_initialising_warp_is_a_warning():
+    """An init under elect_one in every warp, waited on by the rest of the warp: the warp reconverges, but
+    nothing orders the init first; a warning (other warps would be an error)."""
+    def fn(k):
+        bar = k.mbarrier("bar")
+        with k.elect_one():
+            k.mbarrier_init(bar, 1)
+            k.mbarrier_arrive(bar)
+        k.mbarrier_wait(bar, parity=0)  # BAD
+
+    diags = check(build(fn))
+    assert [(d.rule, d.severity, d.loc.line) for d in diags] == [("mbarrier-init-sync", "warning", bad_line(fn))]
+    assert "by other threads of the same warp" in diags[0].message
+
+
 def ring_index_past_the_end(k, slots=3):
     """An init loop over one slot more than the barrier array holds."""
     src, tile, _, tid, t0 = setup(k)
@@ -1216,3 +1231,106 @@ def test_the_run_of_thread_0_leaves_rings_other_threads_fill_alone():
     with pytest.raises(px.VerifyError) as info:           # ... and by the threads that do not fill it
         build(lambda k: producer_is_another_thread(k, producer_tid=96, waits=3))
     assert info.value.rule == "mbarrier-bounds"
+
+
+# ---------------------------------------------------------- the ring rules in .ptxd: a bad kernel, its fixed twin
+
+RING3_PTXD = """const TILES = 8
+const STAGES = 3
+const TILE_BYTES = 8192
+
+kernel ring3(tensormap src: bf16[512, 256] box [64, 64])
+    .reqntid 128
+{
+    shared ring: b8[STAGES * TILE_BYTES] align 128
+    mbarrier full[STAGES]
+    mbarrier empty[STAGES]
+    tid = %tid.x
+    is_t0 = tid == 0
+    if is_t0 {
+        for s in 0..STAGES {
+            mbarrier.init [full + s * 8], 1         // INIT
+            mbarrier.init [empty + s * 8], 128
+        }
+        fence.mbarrier_init
+    }
+    bar.sync 0                                      // SYNC
+    if is_t0 {
+        for s in 0..STAGES {
+            mbarrier.arrive.expect_tx [full + s * 8], TILE_BYTES
+            cp.async.bulk.tensor [ring + s * TILE_BYTES], [src, {0, s * 64}], [full + s * 8]
+        }
+    }
+    reg u32 stage = 0
+    reg u32 phase = 0
+    for t in 0..TILES {
+        full_s = full + stage * 8
+        empty_s = empty + stage * 8
+        buf = ring + stage * TILE_BYTES
+        wait [full_s] parity phase                  // FULL
+        v = ld.shared::cta.v4.b32 [buf + (tid << 4)]
+        mbarrier.arrive [empty_s]
+        if is_t0 {
+            if t + STAGES < TILES {
+                wait [empty_s] parity phase         // EMPTY
+                mbarrier.arrive.expect_tx [full_s], TILE_BYTES
+                cp.async.bulk.tensor [buf], [src, {0, (t + STAGES) * 64}], [full_s]    // REFILL
+            }
+        }
+        stage = stage + 1
+        if stage == STAGES {
+            stage = 0
+            phase = phase ^ 1
+        }
+    }
+}
+"""
+
+ARRIVALS_PTXD = """kernel arrivals()
+    .reqntid 128
+{
+    mbarrier bar
+    is_t0 = %tid.x == 0
+    if is_t0 {
+        mbarrier.init [bar], 128
+        fence.mbarrier_init
+    }
+    bar.sync 0
+    if is_t0 {
+        mbarrier.arrive [bar]
+    }
+    wait [bar] parity 0                             // WAIT
+}
+"""
+
+FIXED_ARRIVALS = ARRIVALS_PTXD.replace("""    if is_t0 {
+        mbarrier.arrive [bar]
+    }
+""", """    mbarrier.arrive [bar]
+""")
+
+# (rule, bad text, fixed text, the marker of the line the rule names)
+PTXD_TWINS = [
+    ("ring-parity", RING3_PTXD.replace("reg u32 phase = 0", "reg u32 phase = 1"), RING3_PTXD, "// FULL"),
+    ("refill-race", "\n".join(ln for ln in RING3_PTXD.split("\n") if "// EMPTY" not in ln), RING3_PTXD, "// REFILL"),
+    ("wait-never-armed", RING3_PTXD.replace("for t in 0..TILES {", "for t in 0..TILES + 1 {"), RING3_PTXD, "// FULL"),
+    ("arrival-count", ARRIVALS_PTXD, FIXED_ARRIVALS, "// WAIT"),
+    ("mbarrier-init-sync", "\n".join(ln for ln in RING3_PTXD.split("\n") if "// SYNC" not in ln), RING3_PTXD,
+     "// FULL"),
+    ("mbarrier-bounds", RING3_PTXD.replace("for s in 0..STAGES {", "for s in 0..STAGES + 1 {", 1), RING3_PTXD,
+     "// INIT"),
+]
+
+
+@pytest.mark.parametrize("rule, bad, fixed, marker", PTXD_TWINS, ids=[t[0] for t in PTXD_TWINS])
+def test_ptxd_twins_of_the_ring_rules(rule, bad, fixed, marker):
+    from ptxdsl import lang
+
+    line = 1 + next(i for i, text in enumerate(bad.split("\n")) if text.rstrip().endswith(marker))
+    with pytest.raises(px.VerifyError) as info:
+        lang.loads(bad, "twin.ptxd")
+    assert info.value.rule == rule and info.value.loc.line == line, str(info.value)
+    assert info.value.loc.file == "twin.ptxd" and f"twin.ptxd:{line}" in str(info.value)
+    (k,) = lang.loads(fixed, "twin.ptxd")
+    assert check(k) == []
+    px.assemble(px.emit(k), "sm_90a")

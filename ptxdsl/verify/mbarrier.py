@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..isa.effects import Arrive, Init
-from .facts import key_name
+from .facts import WARP, key_name
 from .state import ZERO, InitInfo, line
 
 MBARRIER_ALIGN = 8
@@ -68,6 +68,21 @@ def _lookup_init(st, key):
     return None
 
 
+def _warp_split(cx, region) -> bool:
+    """Whether the conditions an init ran under can leave out whole warps (`tid == 0`, `warp == 0`): then other
+    warps use the barrier unordered with the init (an error). Under lane conditions alone (elect_one in every
+    warp) the users are lanes of the initialising warp (a warning)."""
+    ntid = cx.k.directives.get("reqntid")
+    if ntid is not None and ntid[0] * (ntid[1] if len(ntid) > 1 else 1) * (ntid[2] if len(ntid) > 2 else 1) <= 32:
+        return False
+    for reg, _ in region:
+        if reg == "elect":
+            continue
+        if WARP in cx.facts.get(reg).tags:
+            return True
+    return False
+
+
 def use(cx, key, s, st, ctx, what):
     """Checks every use of a barrier (`what`: arrive, expect, poll, inval, wait, tma) against its init."""
     info = _lookup_init(st, key)
@@ -84,9 +99,11 @@ def use(cx, key, s, st, ctx, what):
                       f"(and fence.mbarrier_init) before the first use", s)
         return
     if not info.synced and info.region != ctx.region[:len(info.region)]:
+        other_warps = _warp_split(cx, info.region)
         cx.report("mbarrier-init-sync", f"mbarrier {name} was initialised at {line(info.stmt)} by other "
-                  f"threads; put bar.sync (or a cluster barrier) between the init and this use: until then these "
-                  f"threads may see the barrier's old memory (a wait can return at once)", s)
+                  f"threads{'' if other_warps else ' of the same warp'}; put bar.sync (or a cluster barrier) "
+                  f"between the init and this use: until then these threads may see the barrier's old memory (a "
+                  f"wait can return at once)", s, severity=None if other_warps else "warning")
     elif what == "multicast" and not info.synced:
         cx.report("mbarrier-init-sync", f"this multicast load also completes on mbarrier {name} of the other CTAs "
                   f"of the mask, which may not have run its mbarrier.init (line {line(info.stmt)}) yet: put "

@@ -32,7 +32,8 @@ RULES: dict[str, Rule] = {r.name: r for r in (
     Rule("mbarrier-init-fence", "a TMA load completes on an mbarrier whose init was not published with "
          "fence.mbarrier_init / fence.proxy.async", "mbarrier-init-fence"),
     Rule("mbarrier-init-sync", "threads other than the initialising one (or another CTA's multicast) use an mbarrier "
-         "with no bar.sync / barrier.cluster wait between the init and the use", "mbarrier-init-sync"),
+         "with no bar.sync / barrier.cluster wait between the init and the use (a warning when they are lanes of "
+         "the initialising warp)", "mbarrier-init-sync"),
     Rule("mbarrier-bounds", "an mbarrier operation on an address past the end of its barrier array (a ring index "
          "out of range)", "mbarrier-bounds"),
     Rule("expect-tx-mismatch", "the expect_tx bytes of a barrier phase differ from the bytes its TMA loads deliver",
