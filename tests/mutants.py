@@ -5,7 +5,7 @@ unmutated kernel's, bit for bit).
 
     python tests/mutants.py cpu [--json FILE]
         every mutant, classified on the CPU: `rejected: RULE` (built), `launch: RULE` (check_launch) or `accepted`
-    python tests/mutants.py gpu --sample 120 --jobs 4 --out DIR [--seed 0]
+    python tests/mutants.py gpu --sample 160 --jobs 4 --out DIR [--seed 0] [--budget 210]
         a stratified sample run on the GPU (a CUDA device needed); writes DIR/mutants.json: for each mutant
         ptxdsl's verdict and the GPU's (correct, wrong data, trap, hang caught by the watchdog, launch error,
         context error, timeout), then the two counts that matter: broken on the GPU but accepted by ptxdsl, and
@@ -53,7 +53,8 @@ from ptxdsl.ir import Addr, If, Imm, Instr, Loop, Param, Reg, WaitLoop, walk  # 
 from ptxdsl.isa import core  # noqa: E402
 from ptxdsl.isa.effects import (AsyncRead, AsyncWrite, Barrier, ExpectTx, Init, ProxyFence, TmapPublish,  # noqa: E402
                                 TmapRead, Wait)
-from ptxdsl.types import u32  # noqa: E402
+from ptxdsl.ir import SINK  # noqa: E402
+from ptxdsl.types import ALL_TYPES, u32  # noqa: E402
 from ptxdsl.verify import check, check_launch  # noqa: E402
 
 TIMEOUT_S = float(os.environ.get("PTXDSL_MUTANTS_TIMEOUT", 30))    # a worker silent this long is hung
@@ -381,6 +382,7 @@ def mutants(families=None) -> list:
 
 
 _KERNELS: dict = {}
+_SHARED = {id(t): t for t in ALL_TYPES.values()} | {id(SINK): SINK}
 
 
 def kernel_of(family: str, debug: bool):
@@ -395,7 +397,7 @@ def mutate(m: Mutant, debug: bool = False):
     original = kernel_of(m.family, debug)
     saved = {a: original.__dict__.pop(a) for a in CACHED if a in original.__dict__}
     try:
-        k = copy.deepcopy(original)
+        k = copy.deepcopy(original, dict(_SHARED))      # types are compared by identity (`t is pred`): keep them
     finally:
         original.__dict__.update(saved)
     lst, i, s, _ = _sites_of(k, m.operator)[m.site]
@@ -624,7 +626,7 @@ def worker(ids) -> None:
             return
 
 
-def _worker_process(ids, results, lock):
+def _worker_process(ids, results, lock, deadline=float("inf")):
     """Feed `ids` to worker processes until each has an outcome. A worker stops after a mutant that kills its
     context (the next worker takes the rest); one silent for TIMEOUT_S is killed and its current mutant is a
     timeout; one that fails before any result gives its current mutant a worker error."""
@@ -632,6 +634,11 @@ def _worker_process(ids, results, lock):
 
     todo = list(ids)
     while todo:
+        if time.perf_counter() > deadline:
+            with lock:
+                for i in todo:
+                    results[i] = {"id": i, "gpu": "not run", "detail": "the campaign's time budget ran out"}
+            return
         with tempfile.TemporaryFile("w+") as err:
             proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "worker", *todo],
                                     stdout=subprocess.PIPE, stderr=err, text=True, cwd=str(ROOT))
@@ -681,14 +688,16 @@ def sample(all_mutants, n, seed) -> list:
     return out
 
 
-def gpu_campaign(n, jobs, out_dir, seed=0) -> dict:
+def gpu_campaign(n, jobs, out_dir, seed=0, budget=float("inf")) -> dict:
+    """Run a sample of `n` mutants on the GPU in `jobs` worker streams; no new worker starts after `budget`
+    seconds (its mutants are `not run`)."""
     t0 = time.perf_counter()
     chosen = sample(mutants(), n, seed)
     verdicts = {m.id: classify(m) for m in chosen}
     results: dict = {}
     lock = threading.Lock()
     shards = [[m.id for m in chosen[j::jobs]] for j in range(jobs)]
-    threads = [threading.Thread(target=_worker_process, args=(s, results, lock)) for s in shards if s]
+    threads = [threading.Thread(target=_worker_process, args=(s, results, lock, t0 + budget)) for s in shards if s]
     for t in threads:
         t.start()
     for t in threads:
@@ -723,7 +732,8 @@ def summarise_gpu(rows) -> dict:
             "correct_on_gpu_but_rejected": correct_rejected,
             "correct_but_rejected_share_of_sample": round(len(correct_rejected) / max(1, len(rows)), 4),
             "correct_but_rejected_share_of_correct": round(len(correct_rejected) / max(1, len(correct)), 4),
-            "unclassified": [r["id"] for r in rows if r["gpu"] in ("no result", "worker error", "build error")]}
+            "unclassified": [r["id"] for r in rows if r["gpu"] in ("no result", "worker error", "build error")],
+            "not_run": [r["id"] for r in rows if r["gpu"] == "not run"]}
 
 
 def _device_name() -> str:
@@ -746,6 +756,7 @@ def main(argv=None) -> int:
     g.add_argument("--jobs", type=int, default=4)
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--out", default=os.environ.get("OUT", "."))
+    g.add_argument("--budget", type=float, default=210, help="seconds after which no new worker starts")
     w = sub.add_parser("worker")
     w.add_argument("ids", nargs="+")
     a = ap.parse_args(argv)
@@ -756,7 +767,7 @@ def main(argv=None) -> int:
         s = cpu_campaign(a.json, a.families or None)["summary"]
         print(json.dumps(s, indent=1))
         return 0
-    s = gpu_campaign(a.sample, a.jobs, a.out, a.seed)["summary"]
+    s = gpu_campaign(a.sample, a.jobs, a.out, a.seed, a.budget)["summary"]
     print(json.dumps(s, indent=1))
     return 0 if not s["broken_on_gpu_but_accepted"] and not s["unclassified"] else 1
 
