@@ -605,8 +605,25 @@ def gpu_outcome(m: Mutant | None, family: str, reference) -> tuple:
                           f"({tile_report(FAMILIES[family], reference, differ[0])})"), None
 
 
+def _through_checks(m) -> str:
+    """What the launcher does with the launch checks on (a mutant they reject must not reach the GPU)."""
+    os.environ.pop("PTXDSL_LAUNCH_CHECKS", None)
+    if os.environ.get(FAKE):
+        return "launch error: fake"
+    fam = FAMILIES[m.family]
+    try:
+        _run_on_gpu(fam, mutate(m, debug=True), m.extra)
+    except px.LaunchError as e:
+        return f"launch error: {e.rule}"
+    except px.PtxdslError as e:
+        return f"reached the GPU: {type(e).__name__}"
+    return "reached the GPU: ran"
+
+
 def worker(ids) -> None:
-    """Run mutants by id, one JSON line each; stop after one that leaves the CUDA context unusable."""
+    """Run mutants by id, one JSON line each; stop after one that leaves the CUDA context unusable. A mutant the
+    launch checks reject is first launched with them on (it must stop there), then with them off
+    (PTXDSL_LAUNCH_CHECKS=0) so that the device says what it does."""
     os.environ["PTXDSL_LAUNCH_CHECKS"] = "0"
     by_id = {m.id: m for m in mutants(sorted({i.split("/")[0] for i in ids}))}
     refs = {}
@@ -619,8 +636,12 @@ def worker(ids) -> None:
                 print(json.dumps({"id": mid, "gpu": "reference failed", "detail": detail}), flush=True)
                 return
             refs[m.family] = ref
+        launcher = None
+        if classify(m).get("stage") == "launch":
+            launcher = _through_checks(m)     # the launcher, its launch checks on: refuses before the GPU
+        os.environ["PTXDSL_LAUNCH_CHECKS"] = "0"
         outcome, detail, _ = gpu_outcome(m, m.family, refs[m.family])
-        print(json.dumps({"id": mid, "gpu": outcome, "detail": detail[:600],
+        print(json.dumps({"id": mid, "gpu": outcome, "detail": detail[:600], "with_launch_checks": launcher,
                           "seconds": round(time.perf_counter() - t, 3)}), flush=True)
         if outcome in ("trap", "hang caught by watchdog", "context error"):
             return
@@ -707,7 +728,7 @@ def gpu_campaign(n, jobs, out_dir, seed=0, budget=float("inf")) -> dict:
         g = results.get(m.id, {"gpu": "no result", "detail": ""})
         rows.append({"id": m.id, "family": m.family, "operator": m.operator, "what": m.what,
                      "ptxdsl": verdicts[m.id], "gpu": g["gpu"], "gpu_detail": g.get("detail", ""),
-                     "seconds": g.get("seconds")})
+                     "with_launch_checks": g.get("with_launch_checks"), "seconds": g.get("seconds")})
     summary = summarise_gpu(rows)
     summary["wall_seconds"] = round(time.perf_counter() - t0, 1)
     summary["device"] = _device_name()
@@ -733,7 +754,9 @@ def summarise_gpu(rows) -> dict:
             "correct_but_rejected_share_of_sample": round(len(correct_rejected) / max(1, len(rows)), 4),
             "correct_but_rejected_share_of_correct": round(len(correct_rejected) / max(1, len(correct)), 4),
             "unclassified": [r["id"] for r in rows if r["gpu"] in ("no result", "worker error", "build error")],
-            "not_run": [r["id"] for r in rows if r["gpu"] == "not run"]}
+            "not_run": [r["id"] for r in rows if r["gpu"] == "not run"],
+            "launch_rejected_but_launched": [r["id"] for r in rows if (r.get("with_launch_checks") or "")
+                                             .startswith("reached the GPU")]}
 
 
 def _device_name() -> str:

@@ -3,8 +3,8 @@ expect_tx bytes are kernel parameters (nothing the build can check):
 
 - a misaligned coordinate and a wrong byte count each raise LaunchError before the launch
   (ptxdsl.verify.check_launch), and the same process then runs the kernel with good arguments, bit-exact;
-- through the launcher, `prog["param_copy"](...)` raises the same LaunchError (once the launcher calls
-  check_launch; until then this test fails, in its own process);
+- through the launcher, `prog["param_copy"](...)` raises the same LaunchError (the launcher runs the launch
+  checks before the driver sees the launch) and the process's context stays usable;
 - with the launch checks off (PTXDSL_LAUNCH_CHECKS=0) and debug=True, each traps on the device before the
   TMA instruction and the launch raises KernelTrap naming the line and the values;
 - a trap kills its CUDA context, so every case runs in a process of its own (python tests/
@@ -172,7 +172,7 @@ def test_check_launch_refuses_before_the_launch_and_the_context_stays_usable(cas
 @pytest.mark.parametrize("case, rule, marker", [("launcher_coord", "coord-align", "# LOAD"),
                                                 ("launcher_tx", "expect-tx-mismatch", "# TX")])
 def test_the_launcher_refuses_before_the_launch(case, rule, marker):
-    """Passes once Launcher.__call__ calls ptxdsl.verify.check_launch with the launch's arguments."""
+    """The launcher runs ptxdsl.verify's launch checks with the launch's arguments before the driver sees it."""
     r = in_child(case)
     assert r["error"] == "LaunchError" and r["rule"] == rule and r["line"] == marked_line(param_copy, marker), r
     assert r["then_exact"] is True, r
