@@ -85,6 +85,8 @@ def rows(prog, torch, triton):
     if triton is not None:
         import triton.language as tl
 
+        globals()["tl"] = tl            # triton reads the (string) annotation tl.constexpr in the module's globals
+
         @triton.jit
         def triton_empty(x, BLOCK: tl.constexpr):
             pass

@@ -1,12 +1,14 @@
-"""compile(): emit a kernel or module, load nvJitLink's cubin for the device (cached on disk), and launch its kernels.
+"""compile(): emit a kernel or module, load it on the device, and launch its kernels.
 
     prog = ptxdsl.compile(k)
     prog["copy"](tmap_spec, out_array, 1024, grid=(8, 4), block=128)
-    print(prog.resources["copy"], prog["copy"].sass)
+    print(prog.resources["copy"])
 
-The cubin is the one `ptxdsl check` reports on, assembled for the device's arch (sm_90a on an H200); the
-driver JIT compiles the PTX instead only where nvJitLink cannot serve (ptxdsl.cubin says when, and the
-`ptxdsl` logger says why). docs/compile.md has the whole path, the cache and the inspection properties.
+By default the driver JIT compiles the PTX (and caches what it compiled). loader='cubin' (or PTXDSL_LOADER=cubin)
+loads the cubin `ptxdsl check` reports on instead, assembled by nvJitLink for the device's arch (sm_90a on an
+H200) and kept in ptxdsl's disk cache, with `.cubin` and `.sass` to inspect; the driver JIT still compiles what
+nvJitLink cannot serve (ptxdsl.cubin says when, and the `ptxdsl` logger says why). docs/compile.md has the whole
+path, the cache and the inspection properties.
 
 A kernel built with debug=True gets a hidden record in mapped host memory (ptxdsl.runtime.watchdog); a
 wait that gives up writes its site there and traps, and the launch raises KernelTrap naming the waiting line.
@@ -17,9 +19,24 @@ import os
 import re
 
 from .emit import PTX, emit
-from .errors import CudaError, LaunchError, SourceLoc
+from .errors import CudaError, DSLError, LaunchError, SourceLoc
 from . import log
 from .runtime.launch import Plan
+
+
+LOADERS = ("ptx", "cubin")
+DEFAULT_JIT_REASON = ("the driver JIT is the default loader (loader='cubin' or PTXDSL_LOADER=cubin loads nvJitLink's "
+                      "cubin instead)")
+
+
+def _loader(loader) -> str:
+    """'ptx' (the driver JIT compiles the PTX: the default) or 'cubin' (nvJitLink's cubin, cached on disk), from
+    the argument or PTXDSL_LOADER."""
+    value = loader if loader is not None else os.environ.get("PTXDSL_LOADER") or "ptx"
+    if value not in LOADERS:
+        raise DSLError(f"loader={value!r} breaks 'the loader is one of {', '.join(LOADERS)}'"
+                       + (" (from PTXDSL_LOADER)" if loader is None else ""))
+    return value
 
 
 class Program:
@@ -27,8 +44,9 @@ class Program:
     image the device loaded (None when the driver JIT compiled the PTX: `.jit_reason` says why), `.sass` its
     machine code as text, `.resources` each kernel's registers, shared memory and spills, `.arch` the cubin's."""
 
-    def __init__(self, obj, *, arch: str | None = None, ptx=None, device=None, line_info: bool | None = None):
-        from .cubin import device_arch, prepare
+    def __init__(self, obj, *, arch: str | None = None, ptx=None, device=None, line_info: bool | None = None,
+                 loader: str | None = None):
+        from .cubin import Image, device_arch, prepare
         from .dump import dump
         from .runtime import current_device
         from .runtime.module import driver_version
@@ -43,7 +61,10 @@ class Program:
         self.device = device or current_device()
         self.device.set_current()
         self.arch = device_arch(self.device.compute_capability, self.ptx.target.arch)
-        self.image = prepare(self.ptx, self.arch, driver=driver_version(), line_info=line_info)
+        if _loader(loader) == "cubin":
+            self.image = prepare(self.ptx, self.arch, driver=driver_version(), line_info=line_info)
+        else:
+            self.image = Image(self.arch, None, DEFAULT_JIT_REASON)
         self.jit_reason = self.image.jit_reason
         self.module = self._load(line_info)
         self._launchers: dict = {}
@@ -185,10 +206,12 @@ def check_cluster_launch(info, cluster) -> None:
                           rule="launch.cluster-required")
 
 
-def compile(obj, *, arch: str | None = None, ptx=None, device=None, line_info: bool | None = None) -> Program:
+def compile(obj, *, arch: str | None = None, ptx=None, device=None, line_info: bool | None = None,
+            loader: str | None = None) -> Program:
     """Emit `obj` (a kernel builder, Kernel, Module or PTX) and load it on `device` (default: the current
-    context's, else device 0): nvJitLink's cubin for the device's arch, from the on-disk cache when it was made
-    before, or the PTX through the driver JIT where nvJitLink cannot serve (docs/compile.md). line_info
-    (default: the PTXDSL_LINE_INFO environment variable) emits .file/.loc and keeps the line table in the
-    cubin, so compute-sanitizer, cuda-gdb, ncu and `.sass` name the builder calls or .ptxd lines."""
-    return Program(obj, arch=arch, ptx=ptx, device=device, line_info=line_info)
+    context's, else device 0). loader='ptx' (the default; PTXDSL_LOADER sets another) has the driver JIT compile
+    the PTX (the driver caches what it compiled); loader='cubin' loads nvJitLink's cubin for the device's arch,
+    from the on-disk cache when it was made before, or the PTX where nvJitLink cannot serve (docs/compile.md).
+    line_info (default: the PTXDSL_LINE_INFO environment variable) emits .file/.loc and keeps the line table,
+    so compute-sanitizer, cuda-gdb, ncu and `.sass` name the builder calls or .ptxd lines."""
+    return Program(obj, arch=arch, ptx=ptx, device=device, line_info=line_info, loader=loader)

@@ -21,6 +21,22 @@ from ptxdsl.sass import SassError
 
 pytestmark = pytest.mark.gpu
 
+
+@pytest.fixture(autouse=True)
+def cubin_loader(monkeypatch):
+    """These tests are about the cubin path (loader='cubin'); children started by a test inherit it."""
+    monkeypatch.setenv("PTXDSL_LOADER", "cubin")
+
+
+def test_the_default_loader_jit_compiles_and_copies():
+    from tma_store_tile import k, run
+
+    os.environ.pop("PTXDSL_LOADER")
+    prog = px.compile(k)
+    assert prog.loaded_from == "ptx" and "default loader" in prog.jit_reason
+    ok, verdict = run(kernel=k)
+    assert ok, verdict
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

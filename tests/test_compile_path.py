@@ -190,6 +190,7 @@ def fake_gpu(monkeypatch, tmp_path):
     import ptxdsl.runtime.module as module
 
     monkeypatch.setenv("PTXDSL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PTXDSL_LOADER", "cubin")
     monkeypatch.setattr(ptxdsl.runtime, "current_device", FakeDevice)
     monkeypatch.setattr(module, "driver_version", lambda: (13, 0))
     monkeypatch.setattr(module, "load_cubin", lambda image, name: FakeModule("cubin", image))
@@ -208,6 +209,29 @@ def test_program_loads_the_cubin_and_exposes_it(fake_gpu, monkeypatch, tmp_path)
     assert "k.mbarrier_init(bar, 1)" in prog.sass and "UTMALDG" in prog["tma_store_tile"].sass
     assert prog["tma_store_tile"].ptx in prog.ptx.text
     assert sorted(p.suffix for p in (tmp_path / "dump").iterdir()) == [".cubin", ".ptx", ".sass"]
+
+
+def test_the_default_loader_is_the_driver_jit(fake_gpu, monkeypatch):
+    from ptxdsl.sass import SassError
+    from tma_store_tile import k
+
+    monkeypatch.delenv("PTXDSL_LOADER")
+    prog = px.compile(k)
+    assert prog.module.how == "ptx" and prog.module.data == prog.ptx.text and prog.cubin is None
+    assert prog.loaded_from == "ptx" and "default loader" in prog.jit_reason
+    assert prog.resources["tma_store_tile"].registers == 168           # the driver's attribute
+    with pytest.raises(SassError, match="loaded through the driver JIT"):
+        prog.sass
+    assert px.compile(k, loader="cubin").loaded_from == "cubin"
+
+
+@pytest.mark.parametrize("loader, env", [("jit", None), (None, "elf"), (5, None)])
+def test_an_unknown_loader_is_an_error(fake_gpu, monkeypatch, loader, env):
+    from tma_store_tile import k
+
+    monkeypatch.setenv("PTXDSL_LOADER", env or "ptx")
+    with pytest.raises(px.DSLError, match=r"loader=.* breaks 'the loader is one of ptx, cubin'"):
+        px.compile(k, loader=loader)
 
 
 def test_program_falls_back_to_the_jit_when_the_driver_refuses_the_cubin(fake_gpu, monkeypatch):

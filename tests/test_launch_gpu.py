@@ -260,19 +260,47 @@ def test_a_cupy_array_goes_through_a_tma_load_in_place(device):
     assert cupy.asnumpy(dst).tobytes() == cupy.asnumpy(src).tobytes()
 
 
-def test_a_jax_array_goes_through_a_tma_load_in_place(device):
-    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    jax = pytest.importorskip("jax")
-    try:
-        gpu = jax.devices("gpu")[0]
-    except RuntimeError as e:
-        pytest.skip(f"JAX has no GPU backend here: {e}")
-    host = np.random.default_rng(2).standard_normal((ROWS, COLS)).astype(ml_dtypes.bfloat16)
-    src = jax.device_put(host, gpu).block_until_ready()
-    dst = DeviceArray.zeros((ROWS, COLS), ml_dtypes.bfloat16)
-    a, _ = _tma_copy(src, dst, "bf16")
-    assert a.global_address == src.unsafe_buffer_pointer() and a.dtype == "bf16"
-    assert dst.to_host().view(np.uint16).tobytes() == host.view(np.uint16).tobytes()
+JAX_CHILD = """
+import os, sys
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+import jax
+try:
+    gpu = jax.devices("gpu")[0]
+except RuntimeError as e:
+    print("JAX_NO_GPU", e)
+    sys.exit(0)
+print("JAX_READY", flush=True)
+import ml_dtypes
+import numpy as np
+sys.path.insert(0, "tests")
+from test_launch_gpu import COLS, ROWS, _tma_copy
+from ptxdsl.runtime import DeviceArray
+host = np.random.default_rng(2).standard_normal((ROWS, COLS)).astype(ml_dtypes.bfloat16)
+src = jax.device_put(host, gpu).block_until_ready()
+dst = DeviceArray.zeros((ROWS, COLS), ml_dtypes.bfloat16)
+a, _ = _tma_copy(src, dst, "bf16")
+assert a.global_address == src.unsafe_buffer_pointer() and a.dtype == "bf16", (hex(a.global_address), a.dtype)
+assert dst.to_host().view(np.uint16).tobytes() == host.view(np.uint16).tobytes(), "the copy differs"
+print("JAX_COPY_OK")
+"""
+
+
+def test_a_jax_array_goes_through_a_tma_load_in_place():
+    """In a child process: JAX's GPU backend brings its own CUDA libraries, and in a process that already
+    holds torch's and CuPy's it may abort while it starts (seen on the H200 with JAX 0.11)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("jax")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, "-c", JAX_CHILD], cwd=root, capture_output=True, text=True,
+                          timeout=240)
+    out = proc.stdout + proc.stderr
+    if "JAX_NO_GPU" in proc.stdout:
+        pytest.skip(f"JAX has no GPU backend here: {proc.stdout.strip()[-300:]}")
+    if "JAX_READY" not in proc.stdout:
+        pytest.skip(f"JAX's GPU backend did not start (exit {proc.returncode}): {out.strip()[-400:]}")
+    assert proc.returncode == 0 and "JAX_COPY_OK" in proc.stdout, out[-3000:]
 
 
 class DLPackOnly:
