@@ -292,3 +292,12 @@ def test_parse_resources_from_a_recorded_log():
 def test_nvjitlink_version():
     major, minor = nvjitlink_version()
     assert isinstance(major, int) and isinstance(minor, int) and major >= 12
+
+
+def test_the_same_module_assembles_once_per_process():
+    """nvJitLink 13.0 leaves ptxas's lines out when it compiles the same PTX again in one process (on the H200 a
+    second report read 0 barriers): a repeated assemble returns the first result."""
+    first = assemble(TWO_KERNELS, "sm_90")
+    again = assemble(TWO_KERNELS, "sm_90")
+    assert again is first and again.kernels["scale"].barriers == 1
+    assert assemble(TWO_KERNELS, "sm_90", options=["-lineinfo"]) is not first

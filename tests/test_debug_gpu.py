@@ -276,9 +276,10 @@ def test_planted_bugs_are_rejected_statically(build, rule):
 
 
 def launch_planted(build, *args, **kw):
-    """Launch a planted bug under the sanitizer, which judges it; a launch the tool aborts is expected."""
+    """Launch a planted bug under the sanitizer, which judges it, and wait for it (launches are asynchronous: the
+    test must not end before the kernel ran); a launch the tool aborts is expected."""
     with contextlib.suppress(px.CudaError):
-        px.compile(build())[build().kernel.name](*args, **kw)
+        px.compile(build())[build().kernel.name](*args, sync=True, **kw)
 
 
 @pytest.mark.gpu

@@ -437,3 +437,21 @@ def test_the_docs_launch_check_example_runs_as_written(capsys):
     shown = section.split("```\n")[3].replace("\n", " ")
     assert printed.startswith("launch.py:16: coord-align: kernel 'param_load' launched with x=4")
     assert " ".join(printed.split())[:200] == " ".join(shown.split())[:200]
+
+
+def test_a_box_in_the_last_dynamic_buffer_fits_the_launchs_window():
+    """The differential harness declares a 1 KiB dynamic buffer and launches with the window the box needs:
+    the bounds check reads the launch's dynamic shared bytes (found on the H200: a 1040-byte box refused)."""
+    from ptxdsl import reference as ref
+    from ptxdsl.testing import harness
+    from ptxdsl.testing.cases import TmaCase, smem_window
+
+    case = TmaCase(op="load", dtype="u8", dims=(16, 1, 1, 1, 65), strides=(16, 16, 16, 16), box=(16, 1, 1, 1, 65),
+                   coords=(0, 0, 0, 0, 0))
+    kernel = harness.build_kernel(harness.kernel_key(case)).finish()
+    spec = case.spec(0x10000)
+    window = smem_window(case)
+    args = (spec, 0x20000, 0x30000, window, 0, ref.tx_bytes(spec), 0, 0, 0, 0, 0)
+    check_launch(kernel, args, grid=1, block=128, shared_bytes=window)
+    with pytest.raises(px.LaunchError, match="tma-smem-bounds: .* has 1024 from its offset \\(with 1024 bytes"):
+        check_launch(kernel, args, grid=1, block=128, shared_bytes=1024)

@@ -128,14 +128,14 @@ class Plan:
         self._checked = None
         self._checks = plan
 
-    def _check(self, given, grid, block, cluster) -> None:
-        key = (tuple([given[i] for i in self._check_reads]), block, cluster)
+    def _check(self, given, grid, block, cluster, shared_bytes) -> None:
+        key = (tuple([given[i] for i in self._check_reads]), block, cluster, shared_bytes)
         try:
             if key == self._checked:
                 return
         except Exception:           # an argument that does not compare (an array as a scalar): check every time
             key = None
-        self._checks.run(given, grid, block, cluster)
+        self._checks.run(given, grid, block, cluster, shared_bytes)
         self._checked = key
 
     # ------------------------------------------------------------------------------------------- the launch
@@ -162,7 +162,7 @@ class Plan:
                     or cluster is not self._cluster_key):
                 self._configure(grid, block, shared_bytes, cluster)
             if self._checks is not None:
-                self._check(given, grid, block, cluster)
+                self._check(given, grid, block, cluster, shared_bytes)
             torch_seen = False
             deferred = None
             if self._n:

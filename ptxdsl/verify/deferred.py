@@ -29,6 +29,7 @@ class Env:
     maps: dict                  # tensor-map parameter name -> TensorMapSpec or None
     cluster: int | None         # CTAs per cluster (the launch's, else the kernel's), None: no cluster
     block: tuple | None = None  # threads per CTA (x, y, z)
+    shared_bytes: int | None = None   # the launch's dynamic shared memory (None: what the kernel declares)
 
     def symbol(self, s: Sym):
         if s.kind == "param":
@@ -160,6 +161,8 @@ class BoxCheck(Check):
     align: int                  # the alignment the box's shared address is guaranteed
     what: str
     rule: str = "tma-smem-bounds"
+    window: int | None = None   # the buffer ends the dynamic window the kernel declares (this many bytes): a
+                                # launch with more dynamic shared memory gives it the difference
 
     def params(self):
         return (self.map,)
@@ -173,10 +176,15 @@ class BoxCheck(Check):
         except (KeyError, ValueError, TypeError):
             return None
         if self.rule == "tma-smem-bounds":
-            if self.room is None or size <= self.room:
+            room = self.room
+            if room is not None and self.window is not None and env.shared_bytes is not None:
+                room += max(0, env.shared_bytes - self.window)
+            if room is None or size <= room:
                 return None
             return (f"the TMA {self.what} box of {describe_map(spec)} takes {size} bytes of shared memory, but "
-                    f"{self.buffer} has {self.room} from its offset")
+                    f"{self.buffer} has {room} from its offset"
+                    + (f" (with {env.shared_bytes} bytes of dynamic shared memory)" if self.window is not None
+                       and env.shared_bytes is not None else ""))
         span = SWIZZLE_SPAN.get(spec.swizzle, 0)
         need = max(TMA_SMEM_ALIGN, span * 8)
         if self.align % need == 0:

@@ -50,7 +50,7 @@ class LaunchPlan:
             self._reads = tuple(i for i, p in enumerate(self.params) if p.name in names)
         return self._checks
 
-    def run(self, args, grid, block, cluster=None) -> None:
+    def run(self, args, grid, block, cluster=None, shared_bytes=None) -> None:
         """Raise LaunchError for the first check the arguments break (nothing with PTXDSL_LAUNCH_CHECKS=0)."""
         if os.environ.get(ENV) == "0":
             return
@@ -59,22 +59,22 @@ class LaunchPlan:
         if len(args) != len(self.params):
             return                              # the launcher names the argument count
         key = (tuple([_key(args[i]) for i in self._reads]), cluster if cluster is None or type(cluster) is int
-               else tuple(cluster), block if type(block) is int else tuple(block))
+               else tuple(cluster), block if type(block) is int else tuple(block), _int(shared_bytes))
         try:
             verdict = self._verdicts[key]
         except KeyError:
-            verdict = self._evaluate(checks, args, block, cluster)
+            verdict = self._evaluate(checks, args, block, cluster, shared_bytes)
             if len(self._verdicts) >= CACHE_SIZE:
                 self._verdicts.clear()
             self._verdicts[key] = verdict
         except TypeError:                       # an argument that cannot be a key: no cache for it
-            verdict = self._evaluate(checks, args, block, cluster)
+            verdict = self._evaluate(checks, args, block, cluster, shared_bytes)
         if verdict is not None:
             rule, message, loc = verdict
             raise LaunchError(message, loc, rule=rule)
 
-    def _evaluate(self, checks, args, block, cluster):
-        env = self._env(args, block, cluster)
+    def _evaluate(self, checks, args, block, cluster, shared_bytes=None):
+        env = self._env(args, block, cluster, shared_bytes)
         for c in checks:
             got = c.evaluate(env)
             if got is None:
@@ -85,7 +85,7 @@ class LaunchPlan:
                           f"(see {RULES[rule].doc})"), loc or c.loc or self.kernel.loc
         return None
 
-    def _env(self, args, block, cluster) -> Env:
+    def _env(self, args, block, cluster, shared_bytes=None) -> Env:
         scalars, maps = {}, {}
         for p, a in zip(self.params, args):
             if p.kind == "scalar":
@@ -95,7 +95,7 @@ class LaunchPlan:
             elif p.kind == "tensormap":
                 maps[p.name] = a if isinstance(a, TensorMapSpec) else self.declared.get(p.name)
         size = cluster_size(_dims(cluster)) if cluster is not None else self.cluster
-        return Env(scalars, maps, size, _dims(block))
+        return Env(scalars, maps, size, _dims(block), _int(shared_bytes))
 
 
 def launch_plan(kernel) -> LaunchPlan:
@@ -107,10 +107,11 @@ def launch_plan(kernel) -> LaunchPlan:
     return plan
 
 
-def check_launch(kernel, args, *, grid, block, cluster=None) -> None:
+def check_launch(kernel, args, *, grid, block, cluster=None, shared_bytes=None) -> None:
     """Evaluate `kernel`'s launch checks with the launch's arguments (in parameter order, without the debug
-    record's hidden one) and its grid, block and cluster; raise LaunchError for the first one broken. `kernel`:
-    a KernelBuilder, a Kernel, or a launcher's kernel info (`ptxdsl.emit(k).kernels[name]`)."""
+    record's hidden one) and its grid, block, cluster and dynamic shared bytes (None: what the kernel declares);
+    raise LaunchError for the first one broken. `kernel`: a KernelBuilder, a Kernel, or a launcher's kernel info
+    (`ptxdsl.emit(k).kernels[name]`)."""
     plan = getattr(kernel, "__dict__", {}).get("launch_checks")      # a Kernel's, or a kernel info's
     if not isinstance(plan, LaunchPlan):
         target = kernel.finish() if callable(getattr(type(kernel), "finish", None)) else kernel
@@ -118,7 +119,7 @@ def check_launch(kernel, args, *, grid, block, cluster=None) -> None:
             raise LaunchError(f"check_launch({kernel!r}): expected a kernel (builder or Kernel) or a launcher's "
                               f"kernel info", SourceLoc.caller(), rule="launch.check")
         plan = launch_plan(target)
-    plan.run(args, grid, block, cluster)
+    plan.run(args, grid, block, cluster, shared_bytes)
 
 
 def _build(kernel) -> tuple:

@@ -126,7 +126,10 @@ def _box_range(cx, s, v, spec, what, tmap=None):
     r = cx.rng(v, size)
     p = map_param(cx, tmap)
     if spec is None and p is not None and cx.blind and r is not None and r.off is not None:
-        cx.defer(BoxCheck(s.loc, p.name, r.alloc.name, r.alloc.nbytes - r.off, 0, what), s)
+        a = r.alloc
+        last = a.dynamic and a.offset + a.nbytes == cx.k.dynamic_shared_bytes
+        cx.defer(BoxCheck(s.loc, p.name, a.name, a.nbytes - r.off, 0, what,
+                          window=cx.k.dynamic_shared_bytes if last else None), s)
     if r is not None and r.off is not None and size is not None and r.off + size > r.alloc.nbytes:
         cx.report("tma-smem-bounds", f"the TMA {what} box takes {size} bytes of shared memory but "
                   f"{r.alloc.name} has {r.alloc.nbytes - r.off} from offset {r.off}", s)
