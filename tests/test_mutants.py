@@ -32,7 +32,9 @@ def must_reject(m) -> bool | None:
     if m.operator == "coord_param":
         return m.variant != 0
     if m.operator == "init_count":
-        return True if m.variant == m.base + 1 else None        # one arrival short of every phase: a hang
+        # +1: one arrival short of every phase (a hang); -1 or 1: more arrivals than the count, the extra ones land in
+        # the next phase (the H200 hung or copied wrong data with an empty barrier of 127 for 128 threads)
+        return True
     if m.operator == "drop_fence":
         return None if "FenceProxyAsync" in m.what and m.family in ("tma_store_tile", "tma_reduce_tile") else True
     if m.operator == "loop_bound" and m.family.startswith("ring_copy") and m.variant[0] == "stop":
@@ -52,6 +54,16 @@ def test_each_mutant_is_classified(m):
         assert v["verdict"] == "accepted", (m.what, v)
     if m.operator == "coord_param" and m.variant:
         assert (v["stage"], v["rule"]) == ("launch", "coord-align"), v
+
+
+@pytest.mark.parametrize("mid", ["ring_copy/init_count/5-127", "ws_copy4/init_count/3-127", "ring_copy2/init_count/3-127"])
+def test_more_arrivals_than_the_init_count_are_rejected(mid):
+    """The H200 (2026-12-01) hung or copied wrong data with these: an empty barrier initialised for 127 where 128
+    threads arrive each lap (the 128th arrival lands in the next phase)."""
+    (m,) = [m for m in EVERY if m.id == mid]
+    v = M.classify(m)
+    assert (v["verdict"], v["stage"], v["rule"]) == ("rejected", "verify", "arrival-count"), v
+    assert f"for a count of {m.variant}" in v["message"], v
 
 
 def test_the_rules_the_campaign_exercises():

@@ -383,13 +383,14 @@ def arrivals_bad(k, everyone=False):
     k.mbarrier_wait(bar, parity=0)  # BAD
 
 
-def ring3(k, first=0, release="empty", trips=None, tiles=8, stages=3):
+def ring3(k, first=0, release="empty", trips=None, tiles=8, stages=3, empty_count=128):
     """A 3-stage ring as one loop, the way a new user writes it: the prologue fills the slots; iteration t
     waits on full[stage], every thread reads the slot and arrives on empty[stage], and thread 0 refills the
     slot with tile t + STAGES where `t + STAGES < TILES`. The bugs: the phase bit starts at 1 (first=1: the
     first wait returns before the data lands), the refill does not wait for the readers (release='none';
     'sync' orders them with bar.sync instead, which is fine), the loop runs one iteration too many
-    (trips=TILES + 1: the last wait never returns)."""
+    (trips=TILES + 1: the last wait never returns), the empty barriers count one arrival fewer than the 128 threads
+    that arrive each lap (empty_count=127: the 128th lands in the next phase)."""
     src = k.param_tensormap("src", px.TensorMapSpec.tiled_for((tiles * 64, 256), "bf16", (64, 64)))
     ring = k.shared("ring", stages * BOX, align=128)
     full, empty = k.mbarrier("full", stages), k.mbarrier("empty", stages)
@@ -398,7 +399,7 @@ def ring3(k, first=0, release="empty", trips=None, tiles=8, stages=3):
     with k.if_(t0):
         for s in range(stages):
             k.mbarrier_init(full.at(8 * s), 1)
-            k.mbarrier_init(empty.at(8 * s), 128)
+            k.mbarrier_init(empty.at(8 * s), empty_count)
         k.fence_mbarrier_init()
     k.bar_sync(0)
     fill_ring(k, src, ring, full, BOX, stages, t0)
@@ -408,7 +409,7 @@ def ring3(k, first=0, release="empty", trips=None, tiles=8, stages=3):
         buf = k.mad(stage, BOX, k.mov(ring))
         k.mbarrier_wait(full_s, parity=phase, sem="acquire", scope="cta")  # FULL
         k.ld(px.b32, k.add(buf, k.shl(tid, 4)), space="shared::cta", vec=4)
-        k.mbarrier_arrive(empty_s, sem="release", scope="cta")
+        k.mbarrier_arrive(empty_s, sem="release", scope="cta")  # ARRIVE
         if release == "sync":
             k.bar_sync(0)
         with k.if_(t0), k.if_(k.setp("lt", k.add(t, stages), tiles)):
@@ -468,12 +469,12 @@ def init_unsynced(k, sync=False):
 
 
 def test_init_used_by_lanes_of_the_initialising_warp_is_a_warning():
-    """An init under elect_one in every warp, waited on by the rest of the warp: the warp reconverges, but
-    nothing orders the init first; a warning (other warps would be an error)."""
+    """An init under elect_one in every warp (count 4: each warp's leader arrives), waited on by the rest of the
+    warp: the warp reconverges, but nothing orders the init first; a warning (other warps would be an error)."""
     def fn(k):
         bar = k.mbarrier("bar")
         with k.elect_one():
-            k.mbarrier_init(bar, 1)
+            k.mbarrier_init(bar, 4)
             k.mbarrier_arrive(bar)
         k.mbarrier_wait(bar, parity=0)  # BAD
 
@@ -530,6 +531,7 @@ CASES = [
     ("mbarrier-init-sync", init_unsynced, lambda k: init_unsynced(k, sync=True), {}, {}),
     ("mbarrier-bounds", ring_index_past_the_end, lambda k: ring_index_past_the_end(k, 2), {}, {}),
     ("arrival-count", arrivals_bad, lambda k: arrivals_bad(k, everyone=True), {}, {}),
+    ("arrival-count", variant(ring3, "# ARRIVE", empty_count=127), ring3, {}, {}),
     ("ring-parity", variant(ring3, "# FULL", first=1), ring3, {}, {}),
     ("refill-race", variant(ring3, "# REFILL", release="none"), lambda k: ring3(k, release="sync"), {}, {}),
     ("tensormap-release", variant(publish_between_syncs, "# BAD", second_sync=False), publish_between_syncs, {}, {}),
@@ -1269,7 +1271,7 @@ kernel ring3(tensormap src: bf16[512, 256] box [64, 64])
         buf = ring + stage * TILE_BYTES
         wait [full_s] parity phase                  // FULL
         v = ld.shared::cta.v4.b32 [buf + (tid << 4)]
-        mbarrier.arrive [empty_s]
+        mbarrier.arrive [empty_s]                   // ARRIVE
         if is_t0 {
             if t + STAGES < TILES {
                 wait [empty_s] parity phase         // EMPTY
@@ -1315,6 +1317,8 @@ PTXD_TWINS = [
     ("refill-race", "\n".join(ln for ln in RING3_PTXD.split("\n") if "// EMPTY" not in ln), RING3_PTXD, "// REFILL"),
     ("wait-never-armed", RING3_PTXD.replace("for t in 0..TILES {", "for t in 0..TILES + 1 {"), RING3_PTXD, "// FULL"),
     ("arrival-count", ARRIVALS_PTXD, FIXED_ARRIVALS, "// WAIT"),
+    ("arrival-count", RING3_PTXD.replace("mbarrier.init [empty + s * 8], 128", "mbarrier.init [empty + s * 8], 127"),
+     RING3_PTXD, "// ARRIVE"),
     ("mbarrier-init-sync", "\n".join(ln for ln in RING3_PTXD.split("\n") if "// SYNC" not in ln), RING3_PTXD,
      "// FULL"),
     ("mbarrier-bounds", RING3_PTXD.replace("for s in 0..STAGES {", "for s in 0..STAGES + 1 {", 1), RING3_PTXD,
@@ -1322,7 +1326,7 @@ PTXD_TWINS = [
 ]
 
 
-@pytest.mark.parametrize("rule, bad, fixed, marker", PTXD_TWINS, ids=[t[0] for t in PTXD_TWINS])
+@pytest.mark.parametrize("rule, bad, fixed, marker", PTXD_TWINS, ids=[f"{t[0]}-{t[3][3:]}" for t in PTXD_TWINS])
 def test_ptxd_twins_of_the_ring_rules(rule, bad, fixed, marker):
     from ptxdsl import lang
 

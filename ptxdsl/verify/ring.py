@@ -15,7 +15,8 @@ reads it may overwrite. Rules:
 
 - wait-never-armed: every thread still running is blocked and a wait's phase has no arrival at all;
 - arrival-count: ... a wait's phase has some arrivals but fewer than the init count (`mbarrier.init(bar, 128)`
-  where only thread 0 arrives);
+  where only thread 0 arrives); or, whenever it happens, a phase receives more arrivals than its init count
+  (`mbarrier.init(empty, 127)` where 128 threads arrive each lap): the extra ones count towards the next phase;
 - expect-tx-mismatch: ... its arrivals are complete but its bytes are not (per slot of a ring);
 - ring-parity: a wait returns at once because it names a phase its threads have already seen complete, while
   a TMA load on the barrier's current phase is pending (a single-loop ring whose parity starts at 1);
@@ -400,30 +401,35 @@ class _Run:
         key, b = self._bar(th, e.bar, s)
         each = self._int(th, e.count) if e.count is not None else 1
         n = th.n * each
+        if n > b.pending:
+            self._overflow(th, key, b, n, s)
         th.tick()
-        if self._whole(th, b, each):
-            for k, v in th.vc.items():
-                if b.vc.get(k, -1) < v:
-                    b.vc[k] = v
+        for k, v in th.vc.items():
+            if b.vc.get(k, -1) < v:
+                b.vc[k] = v
         b.arrived.append((th.tids, s))
         b.pending -= n
         if e.drop:
             b.count -= n
         self._complete(key, b, s)
 
-    @staticmethod
-    def _whole(th, b, each) -> bool:
-        """Whether every thread of the class arrives in the barrier's current phase. The threads of a warp arrive
-        together, warps one after another: when the phase completes before the class's last warp has arrived,
-        what the class's threads did is not ordered before that completion (init count 1 where 128 threads
-        arrive: the first warp completes the phase while the others may still be reading)."""
-        if b.pending <= 0:
-            return False
-        per_warp: dict = {}
-        for t in th.tids:
-            per_warp[t // 32] = per_warp.get(t // 32, 0) + each
-        counts = [per_warp[w] for w in sorted(per_warp)]
-        return sum(counts[:-1]) < b.pending
+    def _overflow(self, th, key, b, n, s):
+        """More arrivals than the phase's init count: the phase completes after `pending` of them, and the others
+        count towards the next phase (seen on the H200: an empty barrier initialised for 127 where 128 threads
+        arrive each lap hung or let a refill overwrite a slot still being read). The threads of one arrive
+        instruction do not land together, so which of them complete the phase is not known either. A finding
+        already made explains it (threads that race ahead of a missing wait arrive for a later lap too early)."""
+        if self.found:
+            raise _Stop
+        arrived = b.count - b.pending
+        over = arrived + n - b.count
+        self._report("arrival-count", f"{describe(th.tids)} arrive here on mbarrier {_slot(key)} in its phase "
+                     f"{b.phase}, which completes after {b.count} arrival(s) (its mbarrier.init at line "
+                     f"{_line(b.stmt)}) and has {arrived} already: {arrived + n} arrivals for a count of {b.count}, "
+                     f"so the phase completes before all of these threads have arrived and {over} of them count "
+                     f"towards phase {b.phase + 1} (init the barrier with the number of arrivals each phase "
+                     f"receives)", s, b.stmt)
+        raise _Stop
 
     def expect_tx(self, th, s, e):
         if e.remote:

@@ -45,10 +45,10 @@ RULES: dict[str, Rule] = {r.name: r for r in (
          "loop-parity"),
     Rule("wait-before-arrive", "every thread waits on a barrier phase before the arrive that completes it",
          "wait-before-arrive"),
-    Rule("wait-never-armed", "thread 0 waits on a slot of a barrier ring for a phase it never arms (counted over "
-         "a run of thread 0)", "wait-never-armed"),
+    Rule("wait-never-armed", "threads wait on a barrier phase (a slot of a ring) that no arrival ever reaches "
+         "(counted over a run of the CTA's threads)", "wait-never-armed"),
     Rule("arrival-count", "a barrier phase some threads wait on gets fewer arrivals than its init count before every "
-         "thread is blocked (counted over a run of the CTA's threads)", "arrival-count"),
+         "thread is blocked, or any phase gets more (counted over a run of the CTA's threads)", "arrival-count"),
     Rule("ring-parity", "a wait on a ring slot names a phase its threads have already seen complete while a TMA load "
          "on the slot's current phase is pending: it returns at once, before the data lands", "ring-parity"),
     Rule("refill-race", "a TMA load into shared memory that other threads may still be reading: no empty-barrier "
