@@ -8,8 +8,9 @@ unmutated kernel's, bit for bit).
     python tests/mutants.py gpu --sample 160 --jobs 4 --out DIR [--seed 0] [--budget 210]
         a stratified sample run on the GPU (a CUDA device needed); writes DIR/mutants.json: for each mutant
         ptxdsl's verdict and the GPU's (correct, wrong data, trap, hang caught by the watchdog, launch error,
-        context error, timeout), then the two counts that matter: broken on the GPU but accepted by ptxdsl, and
-        correct on the GPU but rejected by ptxdsl
+        context error, timeout), then the summary below; exits 1 when a protocol bug was accepted
+    python tests/mutants.py summarise FILE
+        the summary of a mutants.json written earlier, with today's classification (the file is not changed)
 
 Mutation operators (each on every site it applies to): drop a fence (fence.mbarrier_init, fence.proxy.async,
 the tensor-map fences and cp_fenceproxy), change an expect_tx byte count (+16, -16, twice, half), flip a wait's
@@ -18,6 +19,36 @@ barrier or TMA operations by one, change an mbarrier.init count (+1, -1, to 1), 
 and turn a TMA box's innermost coordinate into one that depends on a parameter (`x + off`, launched with off = 0,
 1 or 4 elements). Mutants are made on the kernel IR (a deep copy), so the same mutation applies to the debug
 build of the kernel the GPU runs.
+
+The GPU summary sorts the two disagreements between ptxdsl and the GPU:
+
+- broken on the GPU but accepted (`broken_on_gpu_but_accepted`): protocol bugs ptxdsl missed; the campaign's
+  done-criterion is that this list is empty. Kept apart in `functional_not_protocol` ("functional, not a protocol
+  error"): an accepted loop_bound mutant whose output differs only by whole tiles misplaced or missing (no torn
+  tile). A loop that starts or stops one iteration off while every load is still waited for and every barrier
+  phase still balances moves other tiles: a different kernel, which no protocol check can tell from the intended
+  one (`ring_copy/loop_bound/0-start1` skips tile 0 and copies tile t + 1 into row t).
+- correct on the GPU but rejected (`correct_on_gpu_but_rejected`, every one of them), split in two:
+  `memory_model_violations_not_observed`, where the PTX memory model does not order what the kernel needs (one
+  run on one device shows that the H200 happened not to reorder it, not that it cannot), and `false_positives`,
+  the rest: mutants whose change is harmless by the PTX rules, which ptxdsl should accept. MEMORY_MODEL gives the
+  reason per operator and rule:
+    drop_fence   the init, map edit or shared-memory write is a generic-proxy write; without fence.mbarrier_init
+                 (fence.proxy.async), tensormap.cp_fenceproxy or fence.proxy.tensormap the async proxy (the TMA
+                 unit) may still see the old bytes
+    drop_sync    nothing orders one thread's mbarrier.init before the other threads' waits: they may poll the
+                 barrier's memory before it is initialised
+    drop_wait    a TMA write and the generic reads of the same buffer are unordered (a refill before the readers
+                 have released the slot, or reads before the load's phase completes): a data race
+    loop_bound   a load no thread waits for: reads race it, or the CTA exits while it still writes its shared
+                 memory; a refill issued before the slot's readers have arrived
+    flip_parity  the wait names a phase that has already completed: it returns before the data lands (a race)
+    init_count   (fewer than the arrivals) the phase completes before every thread has arrived, so what the late
+                 ones did is not ordered before the waiters, and their arrivals count towards the next phase
+    tx           (fewer bytes than delivered) the tx-count reaches zero before the last bytes land: the phase
+                 completes early and the surplus counts against the next phase
+  A mutant that ptxdsl rejects for a hang (too many arrivals or bytes expected, a wait never armed) or an illegal
+  coordinate and that ran correctly is a false positive: those faults show on every run.
 
 The GPU side runs mutants in worker processes (`python tests/mutants.py worker ID...`) that print one JSON line
 per mutant and exit when a mutant kills their CUDA context (a trap, an illegal instruction); the parent starts a
@@ -728,7 +759,8 @@ def gpu_campaign(n, jobs, out_dir, seed=0, budget=float("inf")) -> dict:
         g = results.get(m.id, {"gpu": "no result", "detail": ""})
         rows.append({"id": m.id, "family": m.family, "operator": m.operator, "what": m.what,
                      "ptxdsl": verdicts[m.id], "gpu": g["gpu"], "gpu_detail": g.get("detail", ""),
-                     "with_launch_checks": g.get("with_launch_checks"), "seconds": g.get("seconds")})
+                     "with_launch_checks": g.get("with_launch_checks"), "seconds": g.get("seconds"),
+                     "memory_model": memory_model_reason(m.operator, verdicts[m.id], m.variant, m.base)})
     summary = summarise_gpu(rows)
     summary["wall_seconds"] = round(time.perf_counter() - t0, 1)
     summary["device"] = _device_name()
@@ -740,23 +772,106 @@ def gpu_campaign(n, jobs, out_dir, seed=0, budget=float("inf")) -> dict:
     return result
 
 
+# (operator, rule that rejects the mutant) -> why the change breaks the PTX memory model even where one GPU run
+# gave the right answer. A rejected mutant that ran correctly and is not here is a false positive.
+_RACE = "a TMA write and generic reads of the same buffer are not ordered: a data race"
+MEMORY_MODEL = {
+    ("drop_fence", "mbarrier-init-fence"): "the init is a generic-proxy write: without fence.mbarrier_init the TMA "
+                                           "unit's complete_tx may act on the barrier's old bytes",
+    ("drop_fence", "async-proxy-fence"): "st.shared writes are not made visible to the async proxy before the TMA "
+                                         "store/reduce reads them",
+    ("drop_fence", "tensormap-release"): "the tensormap.replace edit is not released to the tensormap proxy "
+                                         "(tensormap.cp_fenceproxy): the TMA unit may read the old map",
+    ("drop_fence", "tensormap-acquire"): "the edited map is not acquired (fence.proxy.tensormap::generic): the TMA "
+                                         "unit may use a stale copy",
+    ("drop_sync", "mbarrier-init-sync"): "nothing orders one thread's mbarrier.init before the other threads' waits: "
+                                         "they may poll the barrier's memory before it is initialised",
+    ("drop_wait", "refill-race"): "the refill's TMA write is not ordered after the readers' generic reads (the "
+                                  "empty-barrier wait orders them): " + _RACE,
+    ("drop_wait", "tma-load-race"): "the reads are not ordered after the load's phase completes: " + _RACE,
+    ("loop_bound", "tma-load-race"): "a load no thread waits for: reads race it, or the CTA exits while it still "
+                                     "writes the CTA's shared memory",
+    ("loop_bound", "refill-race"): "a refill before the slot's readers have released it: " + _RACE,
+    ("flip_parity", "phase-reuse"): "the wait names a phase that already completed and returns at once: " + _RACE,
+    ("flip_parity", "ring-parity"): "the wait names a phase that already completed and returns at once: " + _RACE,
+    ("flip_parity", "refill-race"): "a wait that returns at once lets the refill overtake the readers: " + _RACE,
+    ("flip_parity", "tma-load-race"): "a wait that returns at once lets the reads overtake the load: " + _RACE,
+    ("init_count", "arrival-count"): "more arrivals than the init count: the phase completes before every thread "
+                                     "has arrived, so the late threads' reads are not ordered before the refill, "
+                                     "and their arrivals count towards the next phase",
+    ("init_count", "refill-race"): "more arrivals than the init count: the phase completes before every reader "
+                                   "has arrived: " + _RACE,
+    ("tx", "expect-tx-mismatch"): "fewer bytes expected than delivered: the tx-count reaches zero before the last "
+                                  "bytes land, so the phase completes early (a race) and the surplus counts against "
+                                  "the next phase",
+}
+
+
+def memory_model_reason(operator, verdict, variant=None, base=None) -> str | None:
+    """Why a rejected mutant breaks the PTX memory model (None: it does not, or not in a way a run can miss: a
+    hang, an illegal instruction). An init count or byte count raised above what arrives is a hang, not a race."""
+    if verdict.get("verdict") != "rejected":
+        return None
+    if operator in ("init_count", "tx") and not (isinstance(variant, int) and isinstance(base, int)
+                                                 and variant < base):
+        return None
+    return MEMORY_MODEL.get((operator, verdict.get("rule")))
+
+
+def functional(row) -> bool:
+    """An accepted loop_bound mutant whose output differs by whole tiles only (misplaced or missing, none torn): a
+    loop that moves other tiles with the protocol intact, not a protocol error."""
+    detail = row.get("gpu_detail") or ""
+    return (row["operator"] == "loop_bound" and row["ptxdsl"]["verdict"] == "accepted" and row["gpu"] == "wrong data"
+            and "torn" not in detail and ("misplaced" in detail or "missing" in detail))
+
+
 def summarise_gpu(rows) -> dict:
     by_gpu: dict = {}
     for r in rows:
         by_gpu[r["gpu"]] = by_gpu.get(r["gpu"], 0) + 1
     rejected = [r for r in rows if r["ptxdsl"]["verdict"] == "rejected"]
-    broken_accepted = [r["id"] for r in rows if r["gpu"] in BROKEN and r["ptxdsl"]["verdict"] == "accepted"]
-    correct_rejected = [r["id"] for r in rows if r["gpu"] == "correct" and r["ptxdsl"]["verdict"] == "rejected"]
+    broken_accepted = [r for r in rows if r["gpu"] in BROKEN and r["ptxdsl"]["verdict"] == "accepted"]
+    correct_rejected = [r for r in rows if r["gpu"] == "correct" and r["ptxdsl"]["verdict"] == "rejected"]
     correct = [r for r in rows if r["gpu"] == "correct"]
+    memory_model = [r["id"] for r in correct_rejected if r.get("memory_model")]
+    false_positives = [r["id"] for r in correct_rejected if not r.get("memory_model")]
     return {"mutants": len(rows), "rejected_by_ptxdsl": len(rejected), "gpu": by_gpu,
-            "broken_on_gpu_but_accepted": broken_accepted,
-            "correct_on_gpu_but_rejected": correct_rejected,
+            "broken_on_gpu_but_accepted": [r["id"] for r in broken_accepted if not functional(r)],
+            "functional_not_protocol": [r["id"] for r in broken_accepted if functional(r)],
+            "correct_on_gpu_but_rejected": [r["id"] for r in correct_rejected],
+            "memory_model_violations_not_observed": memory_model,
+            "false_positives": false_positives,
+            "false_positive_share_of_sample": round(len(false_positives) / max(1, len(rows)), 4),
             "correct_but_rejected_share_of_sample": round(len(correct_rejected) / max(1, len(rows)), 4),
             "correct_but_rejected_share_of_correct": round(len(correct_rejected) / max(1, len(correct)), 4),
             "unclassified": [r["id"] for r in rows if r["gpu"] in ("no result", "worker error", "build error")],
             "not_run": [r["id"] for r in rows if r["gpu"] == "not run"],
             "launch_rejected_but_launched": [r["id"] for r in rows if (r.get("with_launch_checks") or "")
                                              .startswith("reached the GPU")]}
+
+
+def resummarise(path, reclassify=False) -> dict:
+    """The summary of a mutants.json written earlier, with today's classification of the disagreements (the
+    file's rows get `memory_model` where they lack it); `reclassify` replaces each row's ptxdsl verdict by
+    today's (the GPU's outcome stays the file's)."""
+    data = json.loads(Path(path).read_text())
+    by_id = {m.id: m for m in mutants()}
+    rows = []
+    for r in data["mutants"]:
+        r = dict(r)
+        m = by_id.get(r["id"])
+        if m is not None:
+            if reclassify:
+                r["ptxdsl"] = classify(m)
+            if reclassify or "memory_model" not in r:
+                r["memory_model"] = memory_model_reason(m.operator, r["ptxdsl"], m.variant, m.base)
+        rows.append(r)
+    summary = summarise_gpu(rows)
+    for key in ("wall_seconds", "device", "date"):
+        if key in data.get("summary", {}):
+            summary[key] = data["summary"][key]
+    return summary
 
 
 def _device_name() -> str:
@@ -782,9 +897,15 @@ def main(argv=None) -> int:
     g.add_argument("--budget", type=float, default=210, help="seconds after which no new worker starts")
     w = sub.add_parser("worker")
     w.add_argument("ids", nargs="+")
+    r = sub.add_parser("summarise")
+    r.add_argument("file")
+    r.add_argument("--reclassify", action="store_true", help="today's ptxdsl verdicts in place of the file's")
     a = ap.parse_args(argv)
     if a.cmd == "worker":
         worker(a.ids)
+        return 0
+    if a.cmd == "summarise":
+        print(json.dumps(resummarise(a.file, a.reclassify), indent=1))
         return 0
     if a.cmd == "cpu":
         s = cpu_campaign(a.json, a.families or None)["summary"]

@@ -56,7 +56,8 @@ def test_each_mutant_is_classified(m):
         assert (v["stage"], v["rule"]) == ("launch", "coord-align"), v
 
 
-@pytest.mark.parametrize("mid", ["ring_copy/init_count/5-127", "ws_copy4/init_count/3-127", "ring_copy2/init_count/3-127"])
+@pytest.mark.parametrize("mid", ["ring_copy/init_count/5-127", "ws_copy4/init_count/3-127",
+                                 "ring_copy2/init_count/3-127"])
 def test_more_arrivals_than_the_init_count_are_rejected(mid):
     """The H200 (2026-12-01) hung or copied wrong data with these: an empty barrier initialised for 127 where 128
     threads arrive each lap (the 128th arrival lands in the next phase)."""
@@ -93,12 +94,83 @@ def test_the_gpu_campaign_restarts_a_worker_after_a_dead_context(tmp_path, monke
     assert s["mutants"] == 8 and sum(s["gpu"].values()) == 8 and not s["unclassified"]
     assert s["broken_on_gpu_but_accepted"] == [r["id"] for r in rows if r["gpu"] in M.BROKEN
                                                and r["ptxdsl"]["verdict"] == "accepted"]
+    assert all("memory_model" in r for r in rows)
+    assert sorted(s["memory_model_violations_not_observed"] + s["false_positives"]) == sorted(
+        s["correct_on_gpu_but_rejected"])
 
 
 def test_a_silent_worker_is_a_timeout_and_the_rest_still_run(tmp_path, monkeypatch):
     result, written = run_campaign(tmp_path, monkeypatch, "correct,correct,sleep", 4, timeout=3)
     gpu = [r["gpu"] for r in written["mutants"]]
     assert "timeout" in gpu and "correct" in gpu and "no result" not in gpu, gpu
+
+
+def row(mid, verdict, gpu, detail="", **ptxdsl):
+    (m,) = [m for m in EVERY if m.id == mid]
+    v = {"verdict": verdict, **ptxdsl}
+    return {"id": mid, "family": m.family, "operator": m.operator, "what": m.what, "ptxdsl": v, "gpu": gpu,
+            "gpu_detail": detail, "memory_model": M.memory_model_reason(m.operator, v, m.variant, m.base)}
+
+
+def test_the_summary_sorts_the_disagreements():
+    """Broken but accepted: protocol bugs apart from loop shifts that move whole tiles (functional); correct but
+    rejected: memory-model violations apart from false positives (a hang the GPU did not show)."""
+    rows = [row("ring_copy/init_count/5-127", "accepted", "context error"),
+            row("ring_copy/loop_bound/0-start1", "accepted", "wrong data",
+                "2 of 2 launches differ from the unmutated kernel's output (12 misplaced, 4 missing)"),
+            row("ring_copy2/loop_bound/0-start1", "accepted", "wrong data",
+                "2 of 2 launches differ from the unmutated kernel's output (4 misplaced, 8 torn)"),
+            row("ring_copy4/loop_bound/0-start1", "accepted", "hang caught by watchdog"),
+            row("ring_copy/drop_fence/0", "rejected", "correct", rule="mbarrier-init-fence"),
+            row("ring_copy/drop_wait/1", "rejected", "correct", rule="refill-race"),
+            row("ws_copy/loop_bound/0-stop1", "rejected", "correct", rule="tma-load-race"),
+            row("ring_copy/init_count/5-129", "rejected", "correct", rule="wait-never-armed"),
+            row("tma_load_tile/tx/0-8208", "rejected", "correct", rule="expect-tx-mismatch"),
+            row("tma_load_tile/tx/0-8176", "rejected", "correct", rule="expect-tx-mismatch"),
+            row("tma_load_tile/drop_wait/0", "rejected", "wrong data", rule="tma-load-race")]
+    s = M.summarise_gpu(rows)
+    assert s["broken_on_gpu_but_accepted"] == ["ring_copy/init_count/5-127", "ring_copy2/loop_bound/0-start1",
+                                               "ring_copy4/loop_bound/0-start1"]
+    assert s["functional_not_protocol"] == ["ring_copy/loop_bound/0-start1"]
+    assert s["memory_model_violations_not_observed"] == ["ring_copy/drop_fence/0", "ring_copy/drop_wait/1",
+                                                         "ws_copy/loop_bound/0-stop1", "tma_load_tile/tx/0-8176"]
+    assert s["false_positives"] == ["ring_copy/init_count/5-129", "tma_load_tile/tx/0-8208"]
+    assert len(s["correct_on_gpu_but_rejected"]) == 6 and s["false_positive_share_of_sample"] == round(2 / 11, 4)
+
+
+def test_memory_model_reasons_per_operator_and_rule():
+    reason = M.memory_model_reason
+    assert "fence.mbarrier_init" in reason("drop_fence", {"verdict": "rejected", "rule": "mbarrier-init-fence"})
+    assert reason("drop_fence", {"verdict": "accepted"}) is None
+    assert "next phase" in reason("init_count", {"verdict": "rejected", "rule": "arrival-count"}, 127, 128)
+    assert reason("init_count", {"verdict": "rejected", "rule": "arrival-count"}, 129, 128) is None     # a hang
+    assert reason("tx", {"verdict": "rejected", "rule": "expect-tx-mismatch"}, 16384, 8192) is None     # a hang
+    assert reason("coord_param", {"verdict": "rejected", "stage": "launch", "rule": "coord-align"}, 1) is None
+    assert {op for op, _ in M.MEMORY_MODEL} <= set(M.OPERATORS)
+    assert {rule for _, rule in M.MEMORY_MODEL} <= set(M.px.verify.RULES)
+    for op, _ in M.MEMORY_MODEL:                        # the module's docstring gives each operator's reason
+        assert f"\n    {op} " in M.__doc__, op
+
+
+def test_an_earlier_gpu_run_is_summarised_again(tmp_path, capsys):
+    """`summarise FILE` reads a mutants.json written before the classification existed (no memory_model in its
+    rows); --reclassify puts today's verdicts in: the 127-arrival mutants are rejected now."""
+    rows = [row("ring_copy/init_count/5-127", "accepted", "context error"),
+            row("ring_copy/loop_bound/0-start1", "accepted", "wrong data", "(12 misplaced, 4 missing)"),
+            row("ring_copy/drop_fence/0", "rejected", "correct", rule="mbarrier-init-fence")]
+    for r in rows:
+        del r["memory_model"]
+    path = tmp_path / "mutants.json"
+    path.write_text(json.dumps({"summary": {"device": "NVIDIA H200", "date": "2026-12-01"}, "mutants": rows}))
+    old = M.resummarise(path)
+    assert old["broken_on_gpu_but_accepted"] == ["ring_copy/init_count/5-127"]
+    assert old["functional_not_protocol"] == ["ring_copy/loop_bound/0-start1"]
+    assert old["memory_model_violations_not_observed"] == ["ring_copy/drop_fence/0"] and not old["false_positives"]
+    assert old["device"] == "NVIDIA H200"
+    assert M.main(["summarise", str(path), "--reclassify"]) == 0
+    now = json.loads(capsys.readouterr().out)
+    assert now["broken_on_gpu_but_accepted"] == [] and now["rejected_by_ptxdsl"] == 2
+    assert now["functional_not_protocol"] == ["ring_copy/loop_bound/0-start1"]
 
 
 def test_the_command_line_prints_the_cpu_summary(capsys, tmp_path):
