@@ -283,7 +283,7 @@ _CHECKS = (_check_enums, _check_rank, _check_dims, _check_address, _check_stride
            _check_swizzle, _check_element_strides, _check_box_bytes, _check_oob_fill)
 
 
-def _c_strides(shape, elem_bytes: int) -> tuple[int, ...]:
+def c_strides(shape, elem_bytes: int) -> tuple[int, ...]:
     """Byte strides of a C-contiguous array, numpy order."""
     out, step = [], elem_bytes
     for n in reversed(shape):
@@ -294,7 +294,7 @@ def _c_strides(shape, elem_bytes: int) -> tuple[int, ...]:
 
 def _outer_strides(shape, strides, elem_bytes: int, loc) -> tuple[int, ...]:
     """numpy-order byte strides (one per dimension) -> the driver's rank-1 strides, innermost first."""
-    strides = _c_strides(shape, elem_bytes) if strides is None else _ints("strides", strides, loc)
+    strides = c_strides(shape, elem_bytes) if strides is None else _ints("strides", strides, loc)
     if len(strides) != len(shape):
         raise TensorMapError(f"len(strides)={len(strides)} breaks 'strides has one entry per shape dimension "
                              f"({len(shape)}), numpy order, bytes'", loc=loc, rule="tensormap.stride-count")

@@ -24,7 +24,7 @@ from ..isa import core, warp
 from ..isa.decl import TypeQual
 from ..isa.operands import Dsts, Vector
 from ..target import fmt_ptx, parse_ptx_version
-from ..tensormap import DTYPES, _c_strides
+from ..tensormap import DTYPES, c_strides
 from ..types import ALL_TYPES, REG_CLASSES, ScalarType
 from . import forms
 
@@ -577,7 +577,7 @@ def spec_text(s) -> str:
     else:
         parts += [f"channels_per_pixel {s.channels_per_pixel}", f"pixels_per_column {s.pixels_per_column}",
                   f"lower_corner {lst(s.lower_corner)}", f"upper_corner {lst(s.upper_corner)}"]
-    contiguous = tuple(reversed(_c_strides(shape, elem)[:-1]))
+    contiguous = tuple(reversed(c_strides(shape, elem)[:-1]))
     if tuple(s.strides) != contiguous:
         parts.append(f"strides {lst((elem, *s.strides))}")
     if s.element_strides:
