@@ -1338,3 +1338,50 @@ def test_ptxd_twins_of_the_ring_rules(rule, bad, fixed, marker):
     (k,) = lang.loads(fixed, "twin.ptxd")
     assert check(k) == []
     px.assemble(px.emit(k), "sm_90a")
+
+
+# ---------------------------------------------------------- the run's per-thread values: affine forms
+
+def _as_column(v, tids):
+    from ptxdsl.verify.threads import column
+
+    v = column(v, tids)
+    return v if isinstance(v, tuple) else (v,) * len(tids)
+
+
+@given(st.sampled_from(["add", "sub", "mul", "shl", "mad", "setp.eq", "setp.ne", "setp.lt", "setp.ge", "and",
+                        "shr", "xor"]),
+       st.integers(-4, 64), st.integers(0, 1 << 20), st.integers(0, 1 << 12), st.sampled_from(["u32", "s32", "u64"]),
+       st.lists(st.integers(0, 1023), min_size=2, max_size=40, unique=True).map(sorted), st.booleans(),
+       st.booleans())
+@example("sub", 1, 0, 5, "u32", [0, 1, 127], False, False)           # negative for thread 0: wraps
+@example("shl", 1 << 20, 0, 12, "u32", [0, 4095], False, False)       # past 32 bits: wraps
+@example("add", 16, 64, 8, "u32", [0, 1, 127], True, True)            # an address plus an offset
+@example("mad", 16, 0, 3, "u32", [1, 2, 3], True, False)              # 3 * (16 t) + buffer
+def test_affine_per_thread_values_agree_with_thread_by_thread(fn, a, b, k, type_name, tids, address, swap):
+    """The run keeps %tid.x-derived values as a * t + b (Affine); each operation on them gives, thread by thread,
+    what the tuple of per-thread values gives (wrap-around, signed comparisons and addresses included)."""
+    from hypothesis import assume
+
+    from ptxdsl.ir import Reg, SharedAlloc
+    from ptxdsl.isa.effects import Compute
+    from ptxdsl.types import ALL_TYPES
+    from ptxdsl.verify.threads import Sym, Values, affine
+
+    t = ALL_TYPES[type_name]
+    buf = SharedAlloc("buf", 1 << 16, 128)
+    lin = affine(a, b, buf if address and fn in ("add", "sub", "mad") else None)
+    if lin is not None and not isinstance(lin, (int, Sym)):
+        lo, hi = lin.bounds(tids)
+        assume(lin.alloc is not None or (lo >= 0 and hi < 1 << t.bits))
+    args = [lin, k]
+    if fn == "mad":
+        args = [k, lin, Sym(buf, 64)] if address else [k, lin, 7]
+    elif swap:
+        args = args[::-1]
+    mode = "lo" if fn in ("mad", "mul") else None
+    e = Compute(Reg(t, 1), fn, tuple(Reg(t, 2 + i) for i in range(len(args))), t, mode)
+    values = Values((1024, 1, 1), None)
+    fast = values.compute(e, list(args), tuple(tids))
+    slow = values.compute(e, [_as_column(x, tids) for x in args], tuple(tids))
+    assert _as_column(fast, tids) == _as_column(slow, tids), (fn, args, fast, slow)

@@ -21,6 +21,7 @@ VARYING = frozenset({LANE, WARP})
 RESIDUE_BITS = 64                   # low bits tracked by the residue analysis
 FIXPOINT_PASSES = 128
 VARIES = {"thread": frozenset({LANE, WARP}), "warp": frozenset({WARP}), "none": frozenset()}
+_CONTROL = VARYING | {CTA}
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,15 @@ UNKNOWN = Val()
 
 def imm_val(v, bits: int = 64) -> Val:
     v = int(v)
-    return Val(res=(bits, v % (1 << bits)), const=v)
+    got = _IMMS.get((v, bits))
+    if got is None:
+        if len(_IMMS) > 4096:
+            _IMMS.clear()
+        got = _IMMS[(v, bits)] = Val(res=(bits, v % (1 << bits)), const=v)
+    return got
+
+
+_IMMS: dict = {}                    # (value, bits) -> Val: the facts of an immediate never change
 
 
 def _tz(x: int) -> int:
@@ -242,8 +251,9 @@ class Facts:
             if v is None:
                 continue
             if r in self.multi and d.conds:
-                ctl = frozenset().union(*(self.get(c).tags for c in d.conds)) & (VARYING | {CTA})
-                v = replace(v, tags=v.tags | ctl)
+                ctl = frozenset().union(*(self.get(c).tags for c in d.conds)) & _CONTROL
+                if not ctl <= v.tags:
+                    v = Val(v.tags | ctl, v.addr, v.res, v.kind, v.const)
             old = self.vals.get(r)
             merged = merge(old, v)
             if merged != old:
@@ -298,9 +308,9 @@ class Facts:
             if fn == "cvta":
                 return replace(args[0], kind=None) if isinstance(src, Reg) else UNKNOWN
             return args[0]
-        const = evaluate(e, self._const)
         if t.kind == "f" or e.mode == "hi":
             return Val(tags)
+        const = evaluate(e, self._const) if fn == "selp" or all(a.const is not None for a in args) else None
         if fn == "cvt":
             if scalar_type(e.mode).kind == "f":
                 return Val(tags)
@@ -315,9 +325,11 @@ class Facts:
             same = a.const if a.const is not None and a.const == b.const else const
             return Val(tags, _merge_addr(a.addr, b.addr), _merge_res(a.res, b.res), const=same)
         if fn == "mad":
-            mul = replace(e, fn="mul", args=e.args[:2], mode="wide" if e.mode == "wide" else "lo")
-            return binary("add", binary("mul", args[0], args[1], bits, evaluate(mul, self._const)), args[2], bits,
-                          const)
+            product = None
+            if args[0].const is not None and args[1].const is not None:
+                mul = replace(e, fn="mul", args=e.args[:2], mode="wide" if e.mode == "wide" else "lo")
+                product = evaluate(mul, self._const)
+            return binary("add", binary("mul", args[0], args[1], bits, product), args[2], bits, const)
         if len(args) == 2:
             return binary(fn, args[0], args[1], bits, const)
         if const is not None and not isinstance(const, bool):

@@ -46,10 +46,13 @@ HANDLERS = {
 
 
 def _handlers(e):
-    for cls in type(e).__mro__:
-        if cls in HANDLERS:
-            return HANDLERS[cls]
-    return ()
+    got = _BY_TYPE.get(type(e))
+    if got is None:
+        got = _BY_TYPE[type(e)] = next((HANDLERS[c] for c in type(e).__mro__ if c in HANDLERS), ())
+    return got
+
+
+_BY_TYPE: dict = {}             # effect class -> its handlers (HANDLERS, looked up along the class's bases)
 
 
 def _owner(region: tuple, split):

@@ -10,8 +10,9 @@ as one index and copy it when threads part ways at a branch.
     ("step", Loop)                  counter += step
     ("skip", Loop, defs)            a loop the run does not need to enter: forget the registers it writes
 
-`flatten(body, needed)` returns None when the body holds hand-written labels (bra can go anywhere). `needed(loop)`
-says whether a loop's body holds something the run must see; the others become one ("skip") step.
+`flatten(body, needed, keep)` returns None when the body holds hand-written labels (bra can go anywhere).
+`needed(loop)` says whether a loop's body holds something the run must see; the others become one ("skip") step.
+`keep(instr)` (when given) says whether the run must execute an instruction; the others leave no step.
 """
 from __future__ import annotations
 
@@ -22,30 +23,31 @@ class _Labels(Exception):
     """A hand-written label: the body is not structured."""
 
 
-def flatten(body, needed) -> list | None:
+def flatten(body, needed, keep=None) -> list | None:
     code: list = []
     try:
-        _emit(body, code, needed)
+        _emit(body, code, needed, keep)
     except _Labels:
         return None
     return code
 
 
-def _emit(stmts, code, needed):
+def _emit(stmts, code, needed, keep):
     for s in stmts:
         if isinstance(s, Instr):
-            code.append(("ins", s))
+            if keep is None or keep(s):
+                code.append(("ins", s))
         elif isinstance(s, WaitLoop):
             code.append(("wait", s))
         elif isinstance(s, If):
             at = len(code)
             code.append(None)
-            _emit(s.then, code, needed)
+            _emit(s.then, code, needed, keep)
             if s.orelse:
                 jump = len(code)
                 code.append(None)
                 code[at] = ("if", s, len(code))
-                _emit(s.orelse, code, needed)
+                _emit(s.orelse, code, needed, keep)
                 code[jump] = ("jmp", len(code))
             else:
                 code[at] = ("if", s, len(code))
@@ -56,7 +58,7 @@ def _emit(stmts, code, needed):
             code.append(("init", s))
             head = len(code)
             code.append(None)
-            _emit(s.body, code, needed)
+            _emit(s.body, code, needed, keep)
             code.append(("step", s))
             code.append(("jmp", head))
             code[head] = ("test", s, len(code))

@@ -39,7 +39,7 @@ from ..isa.effects import (Access, Arrive, AsyncWrite, Barrier, CompleteTx, Comp
                            Inval, Jump, Trap, Wait)
 from .linear import flatten
 from .tensormaps import origins
-from .threads import Sym, Threads, Values, describe, split
+from .threads import Affine, Sym, Threads, Values, describe, split
 
 STEP_BUDGET = 100_000           # class steps one run may take before it gives up
 MAX_CLASSES = 64
@@ -191,7 +191,8 @@ class _Run:
         self.maps = maps or {}
         self.relevant = _relevant(k)
         self.origins = origins(k)
-        self.code = flatten(k.body, self._needed)
+        self.code = flatten(k.body, self._needed, self._keep)
+        self.plans = [None] * len(self.code or ())      # per instruction of `code`, its _plan once it has run
         self.bars: dict = {}
         self.loads: list = []
         self.ring: set = set()          # barrier arrays some op addressed through a register
@@ -199,6 +200,14 @@ class _Run:
         self.steps = 0
         self.next_id = 1
         self.classes: list = []
+
+    def _keep(self, s: Instr) -> bool:
+        """Whether the run executes `s`: it writes a register the run reads, or has a guard (which may split a
+        class), or an effect the run watches. The others (global stores, the arithmetic of global addresses)
+        change nothing it reads."""
+        if s.guard is not None or any(r in self.relevant for r in s.op.defs()):
+            return True
+        return any(isinstance(e, WATCHED) or isinstance(e, Access) and e.space in SHARED for e in s.op.effects())
 
     def _needed(self, loop) -> bool:
         return any(isinstance(e, WATCHED) or isinstance(e, Access) and e.space in SHARED
@@ -239,7 +248,10 @@ class _Run:
             op = code[th.pc]
             kind = op[0]
             if kind == "ins":
-                self._ins(th, op[1])
+                plan = self.plans[th.pc]
+                if plan is None:
+                    plan = self.plans[th.pc] = self._plan(op[1])
+                self._ins(th, op[1], plan)
             elif kind == "wait":
                 self._wait(th, op[1])
             elif kind == "if":
@@ -308,7 +320,37 @@ class _Run:
 
     # ------------------------------------------------------------------------------ instructions
 
-    def _ins(self, th, s: Instr):
+    def _plan(self, s: Instr) -> tuple:
+        """What running `s` takes, worked out once per run (every class that runs it reads the same):
+        (the registers it writes, the values it computes [(0, Compute) | (1, Elect) | (2, parameter name)], what
+        it does [(handler, effect)], whether it has an effect the run watches)."""
+        effects = s.op.effects()
+        values = []
+        for e in effects:
+            if isinstance(e, Compute) and e.dst in self.relevant:
+                values.append((0, e))
+            elif isinstance(e, Elect):
+                values.append((1, e))
+            elif isinstance(e, Access) and e.space == "param":
+                p = e.addr.base if isinstance(e.addr, Addr) else e.addr
+                if isinstance(p, Param) and p.kind == "scalar":
+                    values.append((2, p.name))
+        acts = []
+        for e in sorted(effects, key=lambda x: not isinstance(x, ExpectTx)):    # arrive.expect_tx: expect first
+            if isinstance(e, Exit):
+                acts.append((None, e))
+                break
+            if isinstance(e, (Trap, Jump)):
+                acts.append((_give_up, e))
+                break
+            handler = _HANDLERS.get(type(e))
+            if handler is not None and not (isinstance(e, Access) and e.space not in SHARED):
+                acts.append((handler, e))
+        return tuple(s.op.defs()), tuple(values), tuple(acts), any(isinstance(e, WATCHED) for e in effects)
+
+    def _ins(self, th, s: Instr, plan):
+        defs, values, acts, watched = plan
+        regs = th.regs
         if s.guard is not None:
             g = self.values.get(th, s.guard)
             if isinstance(g, tuple):
@@ -318,41 +360,35 @@ class _Run:
                 no.pc = th.pc + 1           # the threads the guard leaves out skip the instruction
                 return
             if g is None:
-                if any(isinstance(e, WATCHED) for e in s.op.effects()):
+                if watched:
                     raise _GiveUp
-                for r in s.op.defs():
-                    th.regs.pop(r, None)
+                for r in defs:
+                    regs.pop(r, None)
                 th.pc += 1
                 return
             if not g:
                 th.pc += 1
                 return
-        effects = s.op.effects()
         results = []
-        for e in effects:
-            if isinstance(e, Compute) and e.dst in self.relevant:
-                results.append((e.dst, self.values.compute(e, [self.values.get(th, a) for a in e.args])))
-            elif isinstance(e, Elect):
-                results.append((e.dst, self.values.elect(th, e.mask)))
-            elif isinstance(e, Access) and e.space == "param":
-                p = e.addr.base if isinstance(e.addr, Addr) else e.addr
-                if isinstance(p, Param) and p.kind == "scalar":
-                    results.extend((r, self.values.params.get(p.name)) for r in s.op.defs())
-        for r in s.op.defs():
-            th.regs.pop(r, None)
+        get = self.values.get
+        for kind, x in values:
+            if kind == 0:
+                results.append((x.dst, self.values.compute(x, [get(th, a) for a in x.args], th.tids)))
+            elif kind == 1:
+                results.append((x.dst, self.values.elect(th, x.mask)))
+            else:
+                results.extend((r, self.values.params.get(x)) for r in defs)
+        for r in defs:
+            regs.pop(r, None)
         for r, v in results:
             if v is not None:
-                th.regs[r] = v
+                regs[r] = v
         th.pc += 1
-        for e in sorted(effects, key=lambda x: not isinstance(x, ExpectTx)):    # arrive.expect_tx: expect first
-            if isinstance(e, Exit):
+        for handler, e in acts:
+            if handler is None:
                 th.state = "done"
                 return
-            if isinstance(e, (Trap, Jump)):
-                raise _GiveUp
-            handler = _HANDLERS.get(type(e))
-            if handler is not None:
-                handler(self, th, s, e)
+            handler(self, th, s, e)
 
     def _addr(self, th, v, bar=False) -> Sym:
         x = self.values.get(th, v.base if isinstance(v, Addr) else v)
@@ -499,11 +535,24 @@ class _Run:
             return
         x = self.values.get(th, e.addr.base if isinstance(e.addr, Addr) else e.addr)
         off = e.addr.offset if isinstance(e.addr, Addr) else 0
-        addrs = x if isinstance(x, tuple) else (x,)
-        if not addrs or not all(isinstance(a, Sym) for a in addrs) or len({a.alloc for a in addrs}) != 1:
+        if type(x) is Affine:
+            if x.alloc is None:
+                return
+            alloc = x.alloc
+            lo, hi = x.bounds(th.tids)
+        elif type(x) is Sym:
+            alloc, lo, hi = x.alloc, x.off, x.off
+        elif type(x) is tuple and type(x[0]) is Sym:
+            alloc = x[0].alloc
+            offs = []
+            for a in x:
+                if type(a) is not Sym or a.alloc is not alloc:
+                    return
+                offs.append(a.off)
+            lo, hi = min(offs), max(offs)
+        else:
             return
-        alloc = addrs[0].alloc
-        lo, hi = min(a.off for a in addrs) + off, max(a.off for a in addrs) + off + e.nbytes
+        lo, hi = lo + off, hi + off + e.nbytes
         clock = th.tick()
         th.reads.append((alloc, lo, hi, clock, s, e.write))
         for ld in self.loads:
@@ -675,6 +724,10 @@ class _Run:
                                  f"{_slot(ld.key)}, which it completes on (a drain loop that stops too early, or a "
                                  f"refill with no iteration left to consume it)", ld.stmt)
         return list(self.found.values())
+
+
+def _give_up(run, th, s, e):
+    raise _GiveUp                   # a trap or a hand-written branch: the run cannot follow it
 
 
 def _expects_first(stmts) -> list:

@@ -2,7 +2,7 @@
 diagnostics name lines."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from ..ir import Imm, SharedAlloc
 
@@ -83,9 +83,14 @@ class State:
     dead: bool = False
 
     def copy(self) -> "State":
-        return replace(self, init=dict(self.init), phase=dict(self.phase), arrived=set(self.arrived),
-                       inval=dict(self.inval), acc=dict(self.acc), src=dict(self.src), closed=set(self.closed),
-                       last=dict(self.last), ver=dict(self.ver))
+        """A copy whose containers the walk may change without touching this one (the tuples are shared)."""
+        out = State.__new__(State)
+        out.__dict__.update(self.__dict__)
+        out.init, out.phase, out.arrived, out.inval = dict(self.init), dict(self.phase), set(self.arrived), \
+            dict(self.inval)
+        out.acc, out.src, out.closed, out.last, out.ver = dict(self.acc), dict(self.src), set(self.closed), \
+            dict(self.last), dict(self.ver)
+        return out
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,14 @@ one value per thread (aligned with `tids`) where it differs (%tid, addresses com
 whose condition differs inside a class, the class splits in two (`split`).
 
 Values: ints and bools as ptxdsl.fold computes them, `Sym` for an address in shared memory, None for anything
-the run does not know. Register arithmetic is fold.evaluate's.
+the run does not know. Register arithmetic is fold.evaluate's. In a block of one dimension, %tid.x and what
+add/sub/mul/shl/mad make of it with constants stay `Affine` (a * tid + b, or an address that far into a buffer)
+instead of a tuple: the usual index arithmetic then costs the same for 128 threads as for one, and a range of
+addresses is two multiplications; anything else gets the tuple (`column`).
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 
 from ..fold import evaluate
@@ -19,19 +23,77 @@ ZERO_SREGS = frozenset({"%ctaid.x", "%ctaid.y", "%ctaid.z", "%cluster_ctarank", 
                         "%cluster_ctaid.y", "%cluster_ctaid.z", "%clusterid.x", "%clusterid.y", "%clusterid.z"})
 
 
-@dataclass(frozen=True)
 class Sym:
-    """An address in shared memory: `off` bytes into `alloc`."""
+    """An address in shared memory: `off` bytes into `alloc` (a value: equal when both are; made by the hundred
+    per instruction where every thread of a class has its own, hence a plain class with slots)."""
 
-    alloc: SharedAlloc
-    off: int
+    __slots__ = ("alloc", "off")
+
+    def __init__(self, alloc: SharedAlloc, off: int):
+        self.alloc = alloc
+        self.off = off
+
+    def __eq__(self, other):
+        return type(other) is Sym and other.alloc is self.alloc and other.off == self.off
+
+    def __hash__(self):
+        return hash((self.alloc, self.off))
+
+    def __repr__(self):
+        return f"Sym({self.alloc.name}, {self.off})"
+
+
+class Affine:
+    """A value that differs per thread: a * t + b for thread t (its index in the block: %tid.x in a block of one
+    dimension), bytes into `alloc` for an address in shared memory (alloc None: an integer). It does not depend on
+    which threads a class holds, so a class that splits keeps it as it is. a is never 0."""
+
+    __slots__ = ("a", "b", "alloc")
+
+    def __init__(self, a: int, b: int, alloc=None):
+        self.a, self.b, self.alloc = a, b, alloc
+
+    def __eq__(self, other):
+        return (type(other) is Affine and other.a == self.a and other.b == self.b and other.alloc is self.alloc)
+
+    def __hash__(self):
+        return hash((self.a, self.b, self.alloc))
+
+    def __repr__(self):
+        return f"Affine({self.a}*t + {self.b}{'' if self.alloc is None else ' in ' + self.alloc.name})"
+
+    def at(self, t: int):
+        v = self.a * t + self.b
+        return v if self.alloc is None else Sym(self.alloc, v)
+
+    def bounds(self, tids) -> tuple:
+        """(lowest, highest) of a * t + b over `tids` (sorted)."""
+        x, y = self.a * tids[0] + self.b, self.a * tids[-1] + self.b
+        return (x, y) if x <= y else (y, x)
+
+
+def affine(a: int, b: int, alloc=None):
+    """a * t + b (an address in `alloc` where given), a plain value when it does not depend on t."""
+    if a:
+        return Affine(a, b, alloc)
+    return b if alloc is None else Sym(alloc, b)
+
+
+def column(v, tids):
+    """A value as the run's tuple of one value per thread of `tids` (an Affine), or as it is."""
+    if type(v) is not Affine:
+        return v
+    a, b, alloc = v.a, v.b, v.alloc
+    if alloc is None:
+        return tuple(a * t + b for t in tids)
+    return tuple(Sym(alloc, a * t + b) for t in tids)
 
 
 @dataclass
 class Threads:
-    """One class of threads. `vc` is what it knows of the others (their clocks, by class id) and of barrier
-    phases (("bar", key) -> the last phase it saw complete); `reads` the shared-memory accesses its threads
-    made: (alloc, lo, hi, clock, stmt, write)."""
+    """One class of threads (`tids` in increasing order). `vc` is what it knows of the others (their clocks, by
+    class id) and of barrier phases (("bar", key) -> the last phase it saw complete); `reads` the shared-memory
+    accesses its threads made: (alloc, lo, hi, clock, stmt, write)."""
 
     id: int
     tids: tuple
@@ -105,6 +167,8 @@ class Values:
         x, y, _ = self.block
         if name in ZERO_SREGS:
             return 0
+        if name == "%tid.x" and x == self.block[0] * y * self.block[2]:
+            return affine(1, 0) if th.n > 1 else th.tids[0]
         per = {"%tid.x": lambda t: t % x, "%tid.y": lambda t: t // x % y, "%tid.z": lambda t: t // (x * y),
                "%laneid": lambda t: t % WARP, "%warpid": lambda t: t // WARP}.get(name)
         if per is not None:
@@ -114,11 +178,29 @@ class Values:
 
     # ------------------------------------------------------------------------------ compute
 
-    def compute(self, e, args):
-        """The value e (a Compute effect) writes, from its operands' values."""
-        if not any(isinstance(a, tuple) for a in args):
+    def compute(self, e, args, tids=()):
+        """The value e (a Compute effect) writes, from its operands' values (those of the class of `tids`)."""
+        n = 0
+        lin = False
+        for a in args:
+            if type(a) is tuple:
+                n = len(a)
+            elif type(a) is Affine:
+                lin = True
+        if lin:
+            if type(args[0]) is Affine and (e.fn == "mov" or e.fn in ("cvta", "cvt") and args[0].alloc is not None):
+                return args[0]
+            if not n:
+                got = _affine(e, args, tids) if e.fn not in _COMPARE else _compare(e, args, tids)
+                if got is not None:
+                    return got
+            args = [column(a, tids) for a in args]
+            n = len(tids)
+        if not n:
             return _scalar(e, args)
-        n = len(next(a for a in args if isinstance(a, tuple)))
+        if e.fn == "mov" or e.fn in ("cvta", "cvt") and type(args[0]) is tuple and all(type(x) is Sym
+                                                                                       for x in args[0]):
+            return args[0]
         fast = _vector(e, args, n)
         if fast is not None:
             return fast
@@ -165,18 +247,25 @@ _FAST = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, 
 
 
 def _vector(e, args, n):
-    """The common integer operations on whole columns at once (None: not one of them, or not all ints)."""
+    """The common integer operations on whole columns at once, and addresses plus per-thread offsets (None: not
+    one of them, or not all ints)."""
     t, fn, mode = e.type, e.fn, e.mode
     if t is None or t.kind not in "usb" or fn not in (*_FAST, "shl", "shr", "mad"):
         return None
-    if (fn == "mul" and mode not in (None, "lo")) or (fn == "mad" and mode != "lo"):
+    if (fn == "mul" and mode not in (None, "lo")) or (fn == "mad" and mode not in ("lo", "wide")):
         return None
     cols = []
     for a in args:
-        col = a if isinstance(a, tuple) else (a,) * n
-        if not all(type(x) is int for x in col):
-            return None
-        cols.append(col)
+        if type(a) is tuple:
+            if not _ints(a):
+                return _addresses(fn, args, n)
+            cols.append(a)
+        elif type(a) is int:
+            cols.append((a,) * n)
+        else:
+            return _addresses(fn, args, n)
+    if fn == "mad" and mode != "lo":
+        return None
     m = (1 << t.bits) - 1
     if fn == "mad":
         return norm(tuple((x * y + z) & m for x, y, z in zip(*cols)))
@@ -188,6 +277,141 @@ def _vector(e, args, n):
         return norm(tuple((x & m) >> min(y, t.bits) if y >= 0 else None for x, y in zip(*cols)))
     op = _FAST[fn]
     return norm(tuple(op(x, y) & m for x, y in zip(*cols)))
+
+
+def _affine(e, args, tids):
+    """add, sub, mul, shl and mad of Affine values and ints, as an Affine (None: another operation, an operand
+    that is neither, or an integer result some thread would wrap at the type's width)."""
+    t, fn = e.type, e.fn
+    if t is None or t.kind not in "usb" or e.mode not in (None, "lo"):
+        return None
+    for a in args:
+        if type(a) is not Affine and (type(a) is not int and type(a) is not Sym):
+            return None
+    if fn == "add" and len(args) == 2:
+        got = _sum(args[0], args[1], 1)
+    elif fn == "sub" and len(args) == 2:
+        got = _sum(args[0], args[1], -1)
+    elif fn in ("mul", "shl") and len(args) == 2:
+        got = _product(fn, args[0], args[1], t.bits)
+    elif fn == "mad" and len(args) == 3:
+        got = _product("mul", args[0], args[1], t.bits)
+        got = None if got is None else _sum(got, args[2], 1)
+    else:
+        return None
+    if type(got) is Affine and got.alloc is None:
+        lo, hi = got.bounds(tids)
+        if lo < 0 or hi >> t.bits:
+            return None
+    return got
+
+
+_COMPARE = {"setp.eq": operator.eq, "setp.ne": operator.ne, "setp.lt": operator.lt, "setp.le": operator.le,
+            "setp.gt": operator.gt, "setp.ge": operator.ge}
+
+
+def _compare(e, args, tids):
+    """setp of an Affine integer and an int, thread by thread (None: values where a signed and an unsigned
+    comparison could differ, or other operands)."""
+    if len(args) != 2 or e.type is None or e.type.kind not in "usb":
+        return None
+    x, y = args
+    cmp = _COMPARE[e.fn]
+    if type(x) is not Affine:
+        x, y = y, x
+        cmp = {operator.lt: operator.gt, operator.gt: operator.lt, operator.le: operator.ge,
+               operator.ge: operator.le}.get(cmp, cmp)
+    if type(x) is not Affine or x.alloc is not None or type(y) is not int:
+        return None
+    half = 1 << (e.type.bits - 1)
+    lo, hi = x.bounds(tids)
+    if lo < 0 or hi >= half or not 0 <= y < half:
+        return None
+    a, b = x.a, x.b
+    return norm(tuple(cmp(a * t + b, y) for t in tids))
+
+
+def _parts(v):
+    """(a, b, alloc) of an Affine, an int or an address."""
+    if type(v) is Affine:
+        return v.a, v.b, v.alloc
+    if type(v) is Sym:
+        return 0, v.off, v.alloc
+    return 0, v, None
+
+
+def _sum(x, y, sign):
+    (a1, b1, m1), (a2, b2, m2) = _parts(x), _parts(y)
+    if m2 is not None and (sign < 0 or m1 is not None):
+        return None                 # an address subtracted, or two added
+    return affine(a1 + sign * a2, b1 + sign * b2, m1 if m1 is not None else m2)
+
+
+def _product(fn, x, y, bits):
+    if fn == "mul" and type(x) is int and type(y) is int:
+        return x * y
+    if type(x) is not Affine:
+        x, y = y, x
+        if fn == "shl":
+            return None
+    if type(x) is not Affine or x.alloc is not None or type(y) is not int:
+        return None
+    if fn == "shl":
+        if not 0 <= y < bits:
+            return None
+        y = 1 << y
+    return affine(x.a * y, x.b * y)
+
+
+def _ints(col) -> bool:
+    for x in col:
+        if type(x) is not int:
+            return False
+    return True
+
+
+def _addresses(fn, args, n):
+    """An address plus per-thread offsets, a column of addresses plus an offset: add, sub, mad (lo/wide) of a
+    shared-memory address and integers, where one of them differs per thread (None: not this case, or a value
+    some thread does not know; the caller then goes thread by thread)."""
+    if fn == "add" and len(args) == 2:
+        a, b = args
+        if type(b) is Sym or (type(b) is tuple and type(b[0]) is Sym):
+            a, b = b, a
+        return _shift(a, b, 1)
+    if fn == "sub" and len(args) == 2:
+        return _shift(args[0], args[1], -1)
+    if fn == "mad" and len(args) == 3:
+        x, y, base = args
+        if type(x) is int and type(y) is tuple and _ints(y):
+            return _shift(base, tuple(x * v for v in y), 1)
+        if type(y) is int and type(x) is tuple and _ints(x):
+            return _shift(base, tuple(v * y for v in x), 1)
+        if type(x) is tuple and type(y) is tuple and _ints(x) and _ints(y):
+            return _shift(base, tuple(u * v for u, v in zip(x, y)), 1)
+        if type(x) is int and type(y) is int:
+            return _shift(base, x * y, 1)
+    return None
+
+
+def _shift(base, off, sign):
+    """base (an address or a column of them) + sign * off (an int or a column of ints)."""
+    if type(base) is Sym:
+        if type(off) is tuple and _ints(off):
+            alloc, at = base.alloc, base.off
+            return norm(tuple(Sym(alloc, at + sign * o) for o in off))
+        return None
+    if type(base) is not tuple or not base or type(base[0]) is not Sym:
+        return None
+    alloc = base[0].alloc
+    for b in base:
+        if type(b) is not Sym or b.alloc is not alloc:
+            return None
+    if type(off) is int:
+        return norm(tuple(Sym(alloc, b.off + sign * off) for b in base))
+    if type(off) is tuple and _ints(off):
+        return norm(tuple(Sym(alloc, b.off + sign * o) for b, o in zip(base, off)))
+    return None
 
 
 def _address(fn, mode, vals):
@@ -213,7 +437,8 @@ def split(th: Threads, mask, new_id: int, ids_in) -> tuple:
     no = [i for i, b in enumerate(mask) if not b]
     halves = []
     for idx, cid, other in ((yes, new_id, new_id + 1), (no, new_id + 1, new_id)):
-        regs = {r: (norm(tuple(v[i] for i in idx)) if isinstance(v, tuple) else v) for r, v in th.regs.items()}
+        regs = {r: (norm(tuple(v[i] for i in idx)) if type(v) is tuple else v.at(th.tids[idx[0]])
+                    if type(v) is Affine and len(idx) == 1 else v) for r, v in th.regs.items()}
         vc = {k: v for k, v in th.vc.items() if k != th.id}
         vc[cid] = th.clock
         vc[other] = th.synced
