@@ -39,6 +39,8 @@ class Val:
 
 
 UNKNOWN = Val()
+_OPAQUE = {k: Val(v) for k, v in VARIES.items()}
+_ELECTED = Val(frozenset({LANE}), kind="elect")
 
 
 def imm_val(v, bits: int = 64) -> Val:
@@ -130,22 +132,33 @@ def key_name(key) -> str:
 
 @dataclass(frozen=True)
 class _Def:
-    """One definition site: the effects that explain it, the registers it writes and reads, and the
-    conditions of the enclosing blocks."""
+    """One definition site: the effects that explain its registers ((register, Compute | Opaque | Elect) in
+    order), the registers it writes that no effect explains and the registers it reads (those take the union
+    of what its inputs vary across), and the conditions of the enclosing blocks."""
 
-    effects: tuple
-    defs: tuple
+    items: tuple
+    rest: tuple
     uses: tuple
     conds: tuple
+    defs: tuple = ()
+
+
+def _site(effects, defs, uses, conds) -> _Def:
+    """A definition site from an op's effects, the registers it writes, and `uses()` (called only when some
+    register it writes has no effect that explains it)."""
+    items = tuple((e.dst, e) for e in effects if isinstance(e, (Compute, Opaque, Elect)) and isinstance(e.dst, Reg))
+    done = {dst for dst, _ in items}
+    rest = tuple(r for r in defs if r not in done)
+    return _Def(items, rest, tuple(uses()) if rest else (), conds, defs)
 
 
 def _loop_defs(loop: Loop, conds) -> tuple:
     """The loop's own definitions as Compute effects: var = start, then var += step and cond = var < stop."""
     t = loop.var.type
-    start = _Def((Compute(loop.var, "mov", (loop.start,), t),), (loop.var,), (), conds)
+    start = _site((Compute(loop.var, "mov", (loop.start,), t),), (loop.var,), tuple, conds)
     cmp = "setp.lt" if loop.step > 0 else "setp.gt"
-    step = _Def((Compute(loop.var, "add", (loop.var, Imm(loop.step, t)), t),
-                 Compute(loop.cond, cmp, (loop.var, loop.stop), t)), (loop.var, loop.cond), (), conds)
+    step = _site((Compute(loop.var, "add", (loop.var, Imm(loop.step, t)), t),
+                  Compute(loop.cond, cmp, (loop.var, loop.stop), t)), (loop.var, loop.cond), tuple, conds)
     return start, step
 
 
@@ -211,8 +224,8 @@ class Facts:
         for s in stmts:
             if isinstance(s, (Instr, WaitLoop)):
                 op = s.op
-                self.sites.append(_Def(tuple(op.effects()), tuple(r for r in op.defs() if isinstance(r, Reg)),
-                                       tuple(op.uses()), conds))
+                self.sites.append(_site(op.effects(), tuple(r for r in op.defs() if isinstance(r, Reg)), op.uses,
+                                        conds))
             elif isinstance(s, If):
                 inner = conds + (s.cond,)
                 self._collect(s.then, inner)
@@ -270,22 +283,17 @@ class Facts:
         return self.get(v)
 
     def _transfer(self, d: _Def):
-        done = set()
-        for e in d.effects:
-            if isinstance(e, Compute) and isinstance(e.dst, Reg):
-                yield e.dst, self._compute(e)
-            elif isinstance(e, Opaque) and isinstance(e.dst, Reg):
-                yield e.dst, Val(VARIES[e.varies])
-            elif isinstance(e, Elect) and isinstance(e.dst, Reg):
-                yield e.dst, Val(frozenset({LANE}), kind="elect")
+        for dst, e in d.items:
+            if isinstance(e, Compute):
+                yield dst, self._compute(e)
+            elif isinstance(e, Opaque):
+                yield dst, _OPAQUE[e.varies]
             else:
-                continue
-            done.add(e.dst)
-        rest = [r for r in d.defs if r not in done]
-        if rest:
+                yield dst, _ELECTED
+        if d.rest:
             uses = [self._opnd(u) for u in d.uses]
             v = None if None in uses else Val(frozenset().union(*(u.tags for u in uses)))
-            for r in rest:
+            for r in d.rest:
                 yield r, v
 
     def _const(self, v):

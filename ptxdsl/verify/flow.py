@@ -8,6 +8,7 @@ module only walks, joins branches and reports. A user silences one rule at one p
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import replace
@@ -94,11 +95,15 @@ class Flow(Walker):
         self.cluster = math.prod(k.directives["reqnctapercluster"]) if "reqnctapercluster" in k.directives else None
         self.init_sites, self.arrive_sites, self.remote_arrives = mbarrier.sites(self)
         self.edits_maps = tensormaps.edits(k)
-        self.origins = tensormaps.origins(k, self.facts.where)
         self.passes: dict = {}      # loop -> the pass (1 or 2) over its body being walked
         self.offsets: dict = {}     # reg -> (its version, loop, the counter's version, c): reg = counter + c
         self.bounds: dict = {}      # pred -> (its version, (loop, counter version, n) it proves continue for n
                                     # more iterations when true, when false)
+
+    @functools.cached_property
+    def origins(self) -> dict:
+        """{register: Param} of maps made from a parameter's bytes (tensormaps.origins), found when first asked."""
+        return tensormaps.origins(self.k, self.facts.where)
 
     def run(self) -> list[Diagnostic]:
         ntid = self.k.directives.get("reqntid")

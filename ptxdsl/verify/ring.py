@@ -32,6 +32,7 @@ the scalar parameters when the first run stopped on one (ring_depends_on_params)
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from ..ir import Addr, Instr, Param, Reg, WaitLoop, walk
@@ -190,7 +191,6 @@ class _Run:
         self.values = Values(self.block or (1, 1, 1), params)
         self.maps = maps or {}
         self.relevant = _relevant(k)
-        self.origins = origins(k)
         self.code = flatten(k.body, self._needed, self._keep)
         self.plans = [None] * len(self.code or ())      # per instruction of `code`, its _plan once it has run
         self.bars: dict = {}
@@ -200,6 +200,11 @@ class _Run:
         self.steps = 0
         self.next_id = 1
         self.classes: list = []
+
+    @functools.cached_property
+    def origins(self) -> dict:
+        """{register: Param} of maps made from a parameter's bytes (tensormaps.origins), found when first asked."""
+        return origins(self.k)
 
     def _keep(self, s: Instr) -> bool:
         """Whether the run executes `s`: it writes a register the run reads, or has a guard (which may split a

@@ -117,9 +117,9 @@ class Resolver:
         self.params = {p.value: p for p in k.params if p.kind == "scalar" and p.value is not None}
         self.defs: dict = {}
         for d in facts.sites:
-            for e in d.effects:
-                if isinstance(e, Compute) and isinstance(e.dst, Reg) and facts.ndefs.get(e.dst) == 1:
-                    self.defs[e.dst] = e
+            for dst, e in d.items:
+                if isinstance(e, Compute) and facts.ndefs.get(dst) == 1:
+                    self.defs[dst] = e
         self._memo: dict = {}
         self._named: dict = {}
 
