@@ -171,6 +171,7 @@ class Facts:
         self.sites: list[_Def] = []
         self.region_end: dict[int, int] = {}     # index of a loop's first body def -> end of its defs
         self.raw_labels = False
+        self.effects: dict = {}                  # statement (Instr, WaitLoop) -> its op's effects, in program order
         self._collect(k.body, ())
         counts: dict[Reg, int] = {}
         for d in self.sites:
@@ -224,8 +225,8 @@ class Facts:
         for s in stmts:
             if isinstance(s, (Instr, WaitLoop)):
                 op = s.op
-                self.sites.append(_site(op.effects(), tuple(r for r in op.defs() if isinstance(r, Reg)), op.uses,
-                                        conds))
+                fx = self.effects[s] = tuple(op.effects())
+                self.sites.append(_site(fx, tuple(r for r in op.defs() if isinstance(r, Reg)), op.uses, conds))
             elif isinstance(s, If):
                 inner = conds + (s.cond,)
                 self._collect(s.then, inner)

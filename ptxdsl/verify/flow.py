@@ -178,7 +178,7 @@ class Flow(Walker):
         return st
 
     def _wait(self, s: WaitLoop, st: State, ctx: Ctx):
-        for e in s.op.effects():
+        for e in self._effects_of(s):
             if isinstance(e, Wait):
                 phases.wait_loop(self, s, e, st, ctx)
 
@@ -365,13 +365,17 @@ class Flow(Walker):
 
     # ------------------------------------------------------------------ instructions
 
+    def _effects_of(self, s) -> tuple:
+        got = self.facts.effects.get(s)
+        return tuple(s.op.effects()) if got is None else got
+
     def _effect(self, s, e, st, ctx):
         for fn in _handlers(e):
             fn(self, s, e, st, ctx)
 
     def _instr(self, s: Instr, st: State, ctx: Ctx):
         op = s.op
-        effects = op.effects()
+        effects = self._effects_of(s)
         ictx = self._enter(ctx, s.guard, st=st) if s.guard is not None else ctx
         divergence.check(self, s, effects, ictx)
         for e in effects:

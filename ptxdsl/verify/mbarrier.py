@@ -21,8 +21,8 @@ def sites(cx):
     """Where the kernel initialises barriers ((buffer, offset) -> the first init), the barriers its local
     arrives name, and whether some arrive names a barrier the facts cannot place (remote or unknown)."""
     inits, arrives, remote = {}, set(), False
-    for ins in cx.k.walk():
-        for e in ins.op.effects():
+    for ins, effects in cx.facts.effects.items():
+        for e in effects:
             if isinstance(e, Init):
                 w = cx.where(e.bar)
                 if w is not None:

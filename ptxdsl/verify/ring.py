@@ -35,7 +35,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
-from ..ir import Addr, Instr, Param, Reg, WaitLoop, walk
+from ..ir import Addr, If, Instr, Loop, Param, Reg, WaitLoop
 from ..isa.effects import (Access, Arrive, AsyncWrite, Barrier, CompleteTx, Compute, Elect, Exit, ExpectTx, Init,
                            Inval, Jump, Trap, Wait)
 from .linear import flatten
@@ -93,12 +93,14 @@ class _Load:
     issuer: tuple = ()
 
 
-def ring_findings(kernel, params=None, block=None, maps=None) -> list:
+def ring_findings(kernel, params=None, block=None, maps=None, effects=None) -> list:
     """What the run finds (empty when it gives up). `params` (name -> int) and `block` are a launch's; `maps`
-    (name -> TensorMapSpec) the maps it binds."""
-    if not _has_waits(kernel):
+    (name -> TensorMapSpec) the maps it binds; `effects` ({statement: its effects}, as Facts.effects keeps them)
+    spares working them out again."""
+    fx = Effects(effects or ())
+    if not _has_waits(kernel, fx):
         return []
-    run = _Run(kernel, params, block, maps)
+    run = _Run(kernel, params, block, maps, fx)
     try:
         run.go()
     except _GiveUp:
@@ -111,10 +113,11 @@ def ring_findings(kernel, params=None, block=None, maps=None) -> list:
 def ring_depends_on_params(kernel) -> tuple:
     """The scalar parameters (names) to run again with at launch: all of them when the run without them
     gives up (or does not know the block's size), else ()."""
-    if not _has_waits(kernel):
+    fx = Effects()
+    if not _has_waits(kernel, fx):
         return ()
     names = tuple(p.name for p in kernel.params if p.kind == "scalar")
-    run = _Run(kernel, None, None, None)
+    run = _Run(kernel, None, None, None, fx)
     try:
         run.go()
     except _GiveUp:
@@ -124,12 +127,34 @@ def ring_depends_on_params(kernel) -> tuple:
     return ()
 
 
-def _has_waits(kernel) -> bool:
+class Effects(dict):
+    """{statement (Instr or WaitLoop of the body): its op's effects}, filled as they are asked for."""
+
+    def of(self, s) -> tuple:
+        got = self.get(s)
+        if got is None:
+            got = self[s] = tuple(s.op.effects())
+        return got
+
+
+def _statements(stmts):
+    """The Instr and WaitLoop statements of a body, in program order."""
+    for s in stmts:
+        if isinstance(s, (Instr, WaitLoop)):
+            yield s
+        elif isinstance(s, If):
+            yield from _statements(s.then)
+            yield from _statements(s.orelse or [])
+        elif isinstance(s, Loop):
+            yield from _statements(s.body)
+
+
+def _has_waits(kernel, fx) -> bool:
     return bool(kernel.wait_sites) and any(isinstance(e, AsyncWrite) or isinstance(e, Arrive)
-                                           for ins in kernel.walk() for e in ins.op.effects())
+                                           for s in _statements(kernel.body) for e in fx.of(s))
 
 
-def _relevant(kernel) -> set:
+def _relevant(kernel, fx) -> set:
     """Registers whose values the run needs: conditions, loop bounds, guards, barrier and shared-memory
     operands, and what they are computed from."""
     need, defs = set(), {}
@@ -143,7 +168,6 @@ def _relevant(kernel) -> set:
                 need.add(r)
 
     def scan(stmts):
-        from ..ir import If, Loop
         for s in stmts:
             if isinstance(s, If):
                 use(s.cond)
@@ -154,7 +178,7 @@ def _relevant(kernel) -> set:
                 scan(s.body)
             elif isinstance(s, (Instr, WaitLoop)):
                 use(getattr(s, "guard", None))
-                for e in s.op.effects():
+                for e in fx.of(s):
                     if isinstance(e, Compute):
                         defs.setdefault(e.dst, []).extend(e.args)
                     elif isinstance(e, (Init, Arrive, ExpectTx, CompleteTx)):
@@ -183,14 +207,15 @@ def _relevant(kernel) -> set:
 
 
 class _Run:
-    def __init__(self, k, params, block, maps):
+    def __init__(self, k, params, block, maps, fx):
         self.k = k
         d = k.directives
         ntid = d.get("reqntid") or (tuple(block) if block else None)
         self.block = tuple(ntid) + (1,) * (3 - len(ntid)) if ntid else None
         self.values = Values(self.block or (1, 1, 1), params)
         self.maps = maps or {}
-        self.relevant = _relevant(k)
+        self.fx = fx
+        self.relevant = _relevant(k, fx)
         self.code = flatten(k.body, self._needed, self._keep)
         self.plans = [None] * len(self.code or ())      # per instruction of `code`, its _plan once it has run
         self.bars: dict = {}
@@ -212,12 +237,11 @@ class _Run:
         change nothing it reads."""
         if s.guard is not None or any(r in self.relevant for r in s.op.defs()):
             return True
-        return any(isinstance(e, WATCHED) or isinstance(e, Access) and e.space in SHARED for e in s.op.effects())
+        return any(isinstance(e, WATCHED) or isinstance(e, Access) and e.space in SHARED for e in self.fx.of(s))
 
     def _needed(self, loop) -> bool:
-        return any(isinstance(e, WATCHED) or isinstance(e, Access) and e.space in SHARED
-                   for ins in walk(loop.body) for e in ins.op.effects()) or any(
-            isinstance(s, WaitLoop) for s in loop.body)
+        return any(isinstance(s, WaitLoop) or any(isinstance(e, WATCHED) or isinstance(e, Access) and e.space in SHARED
+                                                  for e in self.fx.of(s)) for s in _statements(loop.body))
 
     # ------------------------------------------------------------------------------ scheduling
 
@@ -329,7 +353,7 @@ class _Run:
         """What running `s` takes, worked out once per run (every class that runs it reads the same):
         (the registers it writes, the values it computes [(0, Compute) | (1, Elect) | (2, parameter name)], what
         it does [(handler, effect)], whether it has an effect the run watches)."""
-        effects = s.op.effects()
+        effects = self.fx.of(s)
         values = []
         for e in effects:
             if isinstance(e, Compute) and e.dst in self.relevant:
@@ -610,7 +634,7 @@ class _Run:
             self._complete(key, b, s)
 
     def _wait(self, th, w: WaitLoop):
-        e = next((x for x in w.op.effects() if isinstance(x, Wait)), None)
+        e = next((x for x in self.fx.of(w) if isinstance(x, Wait)), None)
         if e is None or e.parity is None:
             raise _GiveUp
         parity = self.values.get(th, e.parity)
