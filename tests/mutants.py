@@ -36,8 +36,8 @@ The GPU summary sorts the two disagreements between ptxdsl and the GPU:
     drop_fence   the init, map edit or shared-memory write is a generic-proxy write; without fence.mbarrier_init
                  (fence.proxy.async), tensormap.cp_fenceproxy or fence.proxy.tensormap the async proxy (the TMA
                  unit) may still see the old bytes
-    drop_sync    nothing orders one thread's mbarrier.init before the other threads' waits: they may poll the
-                 barrier's memory before it is initialised
+    drop_sync    nothing orders one thread's mbarrier.init before the other threads' waits (or another CTA's
+                 multicast complete_tx): they may use the barrier's memory before it is initialised
     drop_wait    a TMA write and the generic reads of the same buffer are unordered (a refill before the readers
                  have released the slot, or reads before the load's phase completes): a data race
     loop_bound   a load no thread waits for: reads race it, or the CTA exits while it still writes its shared
@@ -784,8 +784,9 @@ MEMORY_MODEL = {
                                          "(tensormap.cp_fenceproxy): the TMA unit may read the old map",
     ("drop_fence", "tensormap-acquire"): "the edited map is not acquired (fence.proxy.tensormap::generic): the TMA "
                                          "unit may use a stale copy",
-    ("drop_sync", "mbarrier-init-sync"): "nothing orders one thread's mbarrier.init before the other threads' waits: "
-                                         "they may poll the barrier's memory before it is initialised",
+    ("drop_sync", "mbarrier-init-sync"): "nothing orders one thread's mbarrier.init before the other threads' waits "
+                                         "(or another CTA's multicast complete_tx): they may use the barrier's "
+                                         "memory before it is initialised",
     ("drop_wait", "refill-race"): "the refill's TMA write is not ordered after the readers' generic reads (the "
                                   "empty-barrier wait orders them): " + _RACE,
     ("drop_wait", "tma-load-race"): "the reads are not ordered after the load's phase completes: " + _RACE,
