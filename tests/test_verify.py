@@ -1385,3 +1385,12 @@ def test_affine_per_thread_values_agree_with_thread_by_thread(fn, a, b, k, type_
     fast = values.compute(e, list(args), tuple(tids))
     slow = values.compute(e, [_as_column(x, tids) for x in args], tuple(tids))
     assert _as_column(fast, tids) == _as_column(slow, tids), (fn, args, fast, slow)
+
+
+def test_check_takes_a_builder_or_a_kernel_and_names_anything_else():
+    with px.kernel("k", reqntid=32) as k:
+        k.mov(1, px.u32)
+    assert check(k) == check(k.kernel) == []
+    with pytest.raises(px.DSLError, match=r"check\('k'\): expected a Kernel or a kernel builder") as e:
+        check("k")
+    assert e.value.loc.file == __file__

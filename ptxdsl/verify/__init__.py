@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import TargetError, VerifyError
+from ..errors import DSLError, SourceLoc, TargetError, VerifyError
 from ..ir import Addr, Kernel, Reg, SharedAlloc
 from ..target import resolve_target
 from . import kernel as kernel_rules
@@ -47,13 +47,23 @@ __all__ = ["RULES", "Diagnostic", "Rule", "barrier_names", "check", "check_launc
 
 
 def check(kernel: Kernel) -> list[Diagnostic]:
-    """Every finding of every rule on `kernel`, sorted by source location."""
+    """Every finding of every rule on `kernel` (a Kernel, or a kernel builder's), sorted by source location."""
+    kernel = _kernel_of(kernel)
     out = _findings(kernel)
     try:
         resolve_target([kernel])
     except TargetError as e:
         out.append(Diagnostic("target", e.message, e.loc))
     return sorted(out, key=order)
+
+
+def _kernel_of(obj) -> Kernel:
+    if isinstance(obj, Kernel):
+        return obj
+    inner = getattr(obj, "kernel", None)               # a KernelBuilder
+    if isinstance(inner, Kernel):
+        return inner
+    raise DSLError(f"check({obj!r}): expected a Kernel or a kernel builder (px.kernel(...))", SourceLoc.caller())
 
 
 def verify_kernel(k: Kernel) -> None:
