@@ -169,7 +169,9 @@ def test_a_warm_cache_makes_compile_fast_in_a_fresh_process(tmp_path):
     assert any(m.startswith("cache miss") for m in cold["log"]) and cold["nvjitlink"]
     assert any(m.startswith("cache hit") for m in warm["log"]), warm["log"]
     assert warm["from"] == "cubin" and not warm["nvjitlink"]
-    assert warm["ms"] < 25, f"warm-cache compile took {warm['ms']:.1f} ms (cold: {cold['ms']:.1f} ms)"
+    # a hit skips nvJitLink (asserted above); in time it costs at most half the miss (H200, 2026-12-01: 27 ms
+    # against 102 ms; an absolute bound failed on a busy host)
+    assert warm["ms"] < cold["ms"] / 2, f"warm-cache compile took {warm['ms']:.1f} ms (cold: {cold['ms']:.1f} ms)"
 
 
 def test_inspection_properties():
