@@ -207,6 +207,10 @@ def arguments(cls, q, ops: Operands) -> dict:
 # ------------------------------------------------------------------------------------- modules
 
 
+# Instructions ptxas checks against the others of their kernel (ptxdsl.limits): one per kernel in a batch.
+KERNEL_WIDE = frozenset({"setmaxnreg.inc", "setmaxnreg.dec"})
+
+
 class Batch:
     """Combinations built into kernels of one module, each op on its own PTX line, tagged with its index."""
 
@@ -231,12 +235,19 @@ class Batch:
 
     def add(self, cls, q, *, build=None) -> None:
         """Build combination q of `cls` (with `build`, another class's construction rules, e.g. an unchecked
-        copy) on a line of its own."""
+        copy) on a line of its own; an op ptxas weighs against the rest of its kernel (setmaxnreg: a decrease
+        above every increase is refused) gets a kernel of its own."""
+        if cls.mnemonic in KERNEL_WIDE and self._k is not None and self._k.kernel.body:
+            self.kernels.append(self._k.finish())
+            self._k = None
         k, ops = self._kernel()
         kw = arguments(cls, q, ops)
         with k.at(SourceLoc("<combination>", len(self.items) + 1)):
             k._op(build or cls, **kw)
         self.items.append((cls, q, k.kernel.body[-1].op))
+        if cls.mnemonic in KERNEL_WIDE:
+            self.kernels.append(self._k.finish())
+            self._k = None
 
     def finish(self):
         if self._k is not None:
