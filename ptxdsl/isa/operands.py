@@ -323,14 +323,16 @@ class Dst(Kind):
 
 
 class Dsts(Kind):
-    """A vector of destinations ({d0, d1, ...}); its length is the op's `count` attribute."""
+    """A vector of destinations ({d0, d1, ...}); its length is the op's `count` attribute. `braces`: written
+    {d0} even for one register (ldmatrix)."""
 
     out = True
     shapes = ("reg",)
 
-    def __init__(self, type, count: str):
+    def __init__(self, type, count: str, *, braces: bool = False):
         self.type = type
         self.count = count
+        self.braces = braces
 
     def bind(self, op, what, v, alloc):
         t = _resolve(op, self.type)
@@ -341,11 +343,11 @@ class Dsts(Kind):
             return tuple(alloc(t, None) for _ in range(n))
         regs = tuple(v) if isinstance(v, (tuple, list)) else (v,)
         if len(regs) != n:
-            raise DSLError(f"{what}: .v{n} takes {n} destination registers, got {len(regs)}")
+            raise DSLError(f"{what}: {self.count}={n} takes {n} destination registers, got {len(regs)}")
         return tuple(Dst(t).bind(op, f"{what}[{i}]", r, alloc) for i, r in enumerate(regs))
 
     def text(self, op, v) -> str:
-        return str(v[0]) if len(v) == 1 else "{" + ", ".join(map(str, v)) + "}"
+        return str(v[0]) if len(v) == 1 and not self.braces else "{" + ", ".join(map(str, v)) + "}"
 
 
 class Vector(Kind):
