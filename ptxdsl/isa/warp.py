@@ -1,13 +1,15 @@
-"""Warp-level instructions: elect.sync, bar.warp.sync, shfl.sync, vote.sync, redux.sync, activemask.
+"""Warp-level instructions: elect.sync, bar.warp.sync, shfl.sync, vote.sync, redux.sync, activemask, and the
+8x8 matrix loads and stores ldmatrix / stmatrix.
 
-Each takes a member mask (default: all 32 lanes); the lanes it names execute the instruction together."""
+Each takes a member mask (default: all 32 lanes); the lanes it names execute the instruction together.
+ldmatrix and stmatrix take none: they are .aligned, all 32 lanes run them."""
 from __future__ import annotations
 
 from ..target import SM100A, Req
 from ..types import b32, pred, u32
 from . import effects as fx
-from .decl import Flag, Op, Qual, TypeQual
-from .operands import Dst, PairedDst, Slot, Value
+from .decl import Derived, Flag, Op, Qual, TypeQual
+from .operands import Address, Dst, Dsts, PairedDst, Slot, Value, Vector
 
 FULL = 0xFFFFFFFF
 MASK = Slot("mask", Value(u32, hex=8), default=FULL)
@@ -140,3 +142,61 @@ class Activemask(Op):
 
     def effects(self):
         return (fx.Opaque(self.d),)
+
+
+# ------------------------------------------------------------------------------ 8x8 matrices
+
+MATRIX_SPACE = Qual("shared", "shared::cta", None, default="shared", aliases={"": None}, none_token="generic",
+                    doc="the address's state space (None: a generic address of shared memory)")
+ROW_BYTES = 16                  # one row of an 8x8 .b16 matrix: the 16 bytes at one lane's address
+
+
+def _x(v, op=None) -> str:
+    return f"x{v}"
+
+
+class Ldmatrix(Op):
+    """ldmatrix.sync.aligned.m8n8.num{.trans}{.space}.b16 d, [a]: the warp loads 1, 2 or 4 8x8 matrices of 16-bit
+    elements from shared memory, lanes 8i..8i+7 giving the 16-byte row addresses of matrix i; d is one .b32
+    register per matrix (a tuple for x2/x4), lane l holding row l/4, columns 2(l%4) and 2(l%4)+1 of each
+    (.trans: of the transposed matrix). PTX ISA 6.5 on sm_75."""
+
+    ptx = "ldmatrix.sync.aligned.m8n8.<num>{.<trans>}{.<space>}.b16"
+    mnemonic = "ldmatrix"
+    quals = {"num": Qual(1, 2, 4, default=4, ptx=_x, token=_x, aliases={"x1": 1, "x2": 2, "x4": 4}, inferred=True,
+                         doc="how many matrices (.x1, .x2, .x4); not given: as many as out= names, else 4"),
+             "trans": Flag("trans"), "space": MATRIX_SPACE}
+    operands = (Slot("d", Dsts(b32, "num", braces=True)), Slot("addr", Address("space", align=ROW_BYTES)))
+    floor = Req((6, 5))
+    family = "warp"
+
+    def prepare(self, values):
+        if values.get("num") is None:
+            d = values.get("d")
+            values["num"] = 4 if d is None else len(d) if isinstance(d, (tuple, list)) else 1
+
+    def effects(self):
+        # every lane's address is taken as a row read (x1/x2 read those of lanes 0-7 / 0-15 only)
+        return (fx.Collective("warp"), fx.Access(self.addr, self.space or "", ROW_BYTES),
+                *(fx.Opaque(r) for r in self.d))
+
+
+class Stmatrix(Op):
+    """stmatrix.sync.aligned.m8n8.num{.trans}{.space}.b16 [a], r: the warp stores 1, 2 or 4 8x8 matrices of 16-bit
+    elements to shared memory (the inverse of ldmatrix: r is one .b32 register per matrix, laid out as ldmatrix
+    loads them; .num follows from how many are given)."""
+
+    ptx = "stmatrix.sync.aligned.m8n8.<num>{.<trans>}{.<space>}.b16"
+    mnemonic = "stmatrix"
+    quals = {"num": Derived(1, 2, 4, ptx=_x, token=_x), "trans": Flag("trans"), "space": MATRIX_SPACE}
+    operands = (Slot("addr", Address("space", align=ROW_BYTES)), Slot("regs", Vector(b32, imm=False, braces=True)))
+    floor = Req((7, 8))
+    family = "warp"
+
+    @property
+    def num(self):
+        regs = getattr(self, "regs", None)
+        return len(regs) if regs else None
+
+    def effects(self):
+        return (fx.Collective("warp"), fx.Access(self.addr, self.space or "", ROW_BYTES, write=True, read=False))
