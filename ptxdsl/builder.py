@@ -291,6 +291,19 @@ class KernelBuilder:
         return self._op(core.Mad, a=a, b=b, c=c, mode=mode, sat=sat, type=t, out=out)
 
     @_located
+    def cvt(self, type, src, lo=None, *, rnd=None, sat=False, relu=False, satfinite=False, stype=None,
+            out=None) -> Reg:
+        """cvt{.rnd}{.sat}.type.stype d, src: convert src to `type`. With lo, or type 'f16x2' / 'bf16x2':
+        cvt.rnd{.relu}{.satfinite}.type.f32 d, src, lo packs two .f32 values into one .b32 register, src in
+        the upper half and lo in the lower (rnd .rn by default)."""
+        pack = lo is not None or (isinstance(type, str) and type.lstrip(".") in core.PAIRS)
+        given = {name: v for name, v in (("rnd", rnd), ("sat", sat), ("relu", relu), ("satfinite", satfinite),
+                                         ("stype", stype)) if v is not None and v is not False}
+        if pack:
+            return self._op(core.CvtPack, type=type, src=src, lo=lo, out=out, **given)
+        return self._op(core.Cvt, type=type, src=src, out=out, **given)
+
+    @_located
     def atom_add(self, type, addr, value, *, space: str = "global", out=None) -> Reg:
         """atom.space.add.type d, [addr], value: k.atom("add", ...)."""
         return self._op(core.Atom, op="add", type=type, addr=addr, value=value, space=space, out=out)

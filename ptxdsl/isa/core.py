@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..errors import DSLError
 from ..ir import Imm, Param, SharedAlloc, SpecialReg
 from ..target import SM100A, Req
-from ..types import ALL_TYPES, ScalarType, b16, pred, u32, u64
+from ..types import ALL_TYPES, ScalarType, b16, b32, f32, pred, u32, u64
 from . import effects as fx
 from .decl import Derived, Flag, Op, Qual, TypeQual
 from .operands import Address, Dst, Dsts, LabelRef, Slot, Value, Vector, describe
@@ -380,6 +380,29 @@ class Cvt(Op):
 
     def effects(self):
         return (fx.Compute(self.d, "cvt", (self.src,), self.type, self.stype.name),)
+
+
+PAIRS = ("f16x2", "bf16x2")
+
+
+class CvtPack(Op):
+    """cvt.rnd{.relu}{.satfinite}.f16x2/bf16x2.f32 d, a, b: round two .f32 values to 16-bit floats packed in one
+    .b32 register, a (`src`) in the upper half and b (`lo`) in the lower (.relu clamps negatives to 0,
+    .satfinite clamps to the largest finite value). PTX ISA 7.0 on sm_80; .satfinite from 8.1."""
+
+    ptx = "cvt.<rnd>{.<relu>}{.<satfinite>}.<type>.<stype>"
+    quals = {"rnd": Qual("rn", "rz", default="rn"), "relu": Flag("relu"), "satfinite": Flag("satfinite"),
+             "type": Qual(*PAIRS, aliases={"." + p: p for p in PAIRS}, doc="the packed pair (f16x2, bf16x2)"),
+             "stype": TypeQual("f32", default=f32)}
+    operands = (Slot("d", Dst(b32)), Slot("src", Value("stype")), Slot("lo", Value("stype")))
+    args = ("type", "src", "lo")
+    floor = Req((7, 0))
+    raises = (({"satfinite": True}, Req((8, 1))),)
+
+    def check(self):
+        if self.d.type.kind == "f":
+            raise DSLError(f"{self.what} d={describe(self.d)}: the pair is written to a .b32 register (ptxas "
+                           f"takes no float register here)")
 
 
 class CvtaSource(Value):
