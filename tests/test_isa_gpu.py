@@ -62,6 +62,9 @@ VERIFIES = {
     "Getctarank": "test_cluster_remote_stores",
     "ShflSync": "test_warp_sum", "ReduxSync": "test_warp_sum", "VoteSync": "test_warp_vote",
     "VoteSyncBallot": "test_warp_vote", "Activemask": "test_warp_vote", "BarWarpSync": "test_warp_sum",
+    "Ldmatrix": "test_matrix_ops.py (the transpose, the fragment layout)",
+    "Stmatrix": "test_matrix_ops.py (the transpose, the fragment layout)",
+    "CvtPack": "test_matrix_ops.py (the transpose, test_packing_cvt_on_the_gpu)",
     ".reqntid": "every kernel", ".reqnctapercluster": "test_multicast_load (2 CTAs)",
     ".explicitcluster": "test_multicast_load (4 CTAs), test_cluster_remote_stores, test_bulk_copies_round_trip",
 }

@@ -398,6 +398,7 @@ class CvtPack(Op):
     args = ("type", "src", "lo")
     floor = Req((7, 0))
     raises = (({"satfinite": True}, Req((8, 1))),)
+    level = "gpu"
 
     def check(self):
         if self.d.type.kind == "f":

@@ -168,7 +168,7 @@ class Ldmatrix(Op):
              "trans": Flag("trans"), "space": MATRIX_SPACE}
     operands = (Slot("d", Dsts(b32, "num", braces=True)), Slot("addr", Address("space", align=ROW_BYTES)))
     floor = Req((6, 5))
-    family = "warp"
+    family, level = "warp", "gpu"
 
     def prepare(self, values):
         if values.get("num") is None:
@@ -191,7 +191,7 @@ class Stmatrix(Op):
     quals = {"num": Derived(1, 2, 4, ptx=_x, token=_x), "trans": Flag("trans"), "space": MATRIX_SPACE}
     operands = (Slot("addr", Address("space", align=ROW_BYTES)), Slot("regs", Vector(b32, imm=False, braces=True)))
     floor = Req((7, 8))
-    family = "warp"
+    family, level = "warp", "gpu"
 
     @property
     def num(self):
