@@ -220,6 +220,14 @@ class Collective(Effect):
 
 
 @dataclass(frozen=True)
+class WarpSync(Effect):
+    """bar.warp.sync: the lanes of `mask` wait for each other, and their memory accesses before it are ordered
+    before theirs after it (CUDA's __syncwarp)."""
+
+    mask: object = None
+
+
+@dataclass(frozen=True)
 class Barrier(Effect):
     """A barrier every thread of `scope` ('cta', 'cluster') reaches (`count` threads when given): bar.sync,
     barrier.cluster.wait. `wait=False`: an arrive that does not wait (barrier.cluster.arrive)."""

@@ -40,7 +40,7 @@ class BarWarpSync(Op):
     family = "warp"
 
     def effects(self):
-        return (fx.Collective("warp", self.mask),)
+        return (fx.Collective("warp", self.mask), fx.WarpSync(self.mask))
 
 
 SHFL_TYPES = TypeQual("b32", "u32", "s32", "f32", infer=("a",), spell=lambda t, op: b32,

@@ -30,6 +30,7 @@ class Env:
     cluster: int | None         # CTAs per cluster (the launch's, else the kernel's), None: no cluster
     block: tuple | None = None  # threads per CTA (x, y, z)
     shared_bytes: int | None = None   # the launch's dynamic shared memory (None: what the kernel declares)
+    grid: tuple | None = None   # CTAs in the grid (x, y, z), where a check reads %nctaid
 
     def symbol(self, s: Sym):
         if s.kind == "param":
@@ -264,12 +265,12 @@ class RingCheck(Check):
     rule: str = "wait-never-armed"
 
     def params(self):
-        return self.names
+        return self.names + ("grid",)
 
     def evaluate(self, env):
-        from .ring import ring_findings
+        from .ring import LAUNCH_BUDGET, ring_findings
 
-        found = ring_findings(self.kernel, params=env.scalars, block=env.block)
+        found = ring_findings(self.kernel, params=env.scalars, block=env.block, grid=env.grid, budget=LAUNCH_BUDGET)
         if not found:
             return None
         f = found[0]

@@ -39,6 +39,7 @@ class LaunchPlan:
         self.cluster = cluster_size(kernel.cluster_dims)
         self._checks = None
         self._reads = None
+        self._grid = False
         self._verdicts: dict = {}
 
     @property
@@ -48,6 +49,7 @@ class LaunchPlan:
             self._checks = _build(self.kernel)
             names = {n for c in self._checks for n in c.params()}
             self._reads = tuple(i for i, p in enumerate(self.params) if p.name in names)
+            self._grid = "grid" in names
         return self._checks
 
     def run(self, args, grid, block, cluster=None, shared_bytes=None) -> None:
@@ -59,22 +61,23 @@ class LaunchPlan:
         if len(args) != len(self.params):
             return                              # the launcher names the argument count
         key = (tuple([_key(args[i]) for i in self._reads]), cluster if cluster is None or type(cluster) is int
-               else tuple(cluster), block if type(block) is int else tuple(block), _int(shared_bytes))
+               else tuple(cluster), block if type(block) is int else tuple(block), _int(shared_bytes),
+               None if not self._grid else grid if type(grid) is int else tuple(grid))
         try:
             verdict = self._verdicts[key]
         except KeyError:
-            verdict = self._evaluate(checks, args, block, cluster, shared_bytes)
+            verdict = self._evaluate(checks, args, block, cluster, shared_bytes, grid)
             if len(self._verdicts) >= CACHE_SIZE:
                 self._verdicts.clear()
             self._verdicts[key] = verdict
         except TypeError:                       # an argument that cannot be a key: no cache for it
-            verdict = self._evaluate(checks, args, block, cluster, shared_bytes)
+            verdict = self._evaluate(checks, args, block, cluster, shared_bytes, grid)
         if verdict is not None:
             rule, message, loc = verdict
             raise LaunchError(message, loc, rule=rule)
 
-    def _evaluate(self, checks, args, block, cluster, shared_bytes=None):
-        env = self._env(args, block, cluster, shared_bytes)
+    def _evaluate(self, checks, args, block, cluster, shared_bytes=None, grid=None):
+        env = self._env(args, block, cluster, shared_bytes, grid)
         for c in checks:
             got = c.evaluate(env)
             if got is None:
@@ -85,7 +88,7 @@ class LaunchPlan:
                           f"(see {RULES[rule].doc})"), loc or c.loc or self.kernel.loc
         return None
 
-    def _env(self, args, block, cluster, shared_bytes=None) -> Env:
+    def _env(self, args, block, cluster, shared_bytes=None, grid=None) -> Env:
         scalars, maps = {}, {}
         for p, a in zip(self.params, args):
             if p.kind == "scalar":
@@ -95,7 +98,7 @@ class LaunchPlan:
             elif p.kind == "tensormap":
                 maps[p.name] = a if isinstance(a, TensorMapSpec) else self.declared.get(p.name)
         size = cluster_size(_dims(cluster)) if cluster is not None else self.cluster
-        return Env(scalars, maps, size, _dims(block), _int(shared_bytes))
+        return Env(scalars, maps, size, _dims(block), _int(shared_bytes), _dims(grid) if self._grid else None)
 
 
 def launch_plan(kernel) -> LaunchPlan:
@@ -176,4 +179,6 @@ def _given(names, env) -> str:
             out.append(f"{n}={env.scalars[n]}")
         elif n in env.maps:
             out.append(f"{n} = {describe_map(env.maps[n])}")
+        elif n == "grid" and env.grid is not None:
+            out.append(f"grid={env.grid}")
     return ", ".join(out) if out else "these arguments"

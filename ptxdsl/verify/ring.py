@@ -23,11 +23,15 @@ reads it may overwrite. Rules:
 - refill-race: a TMA load into a buffer that other threads read with nothing (an mbarrier arrive -> wait, a
   bar.sync) ordering those reads before it (a refill with the empty-barrier wait or bar.sync removed);
 - tma-load-race: a thread reads a ring slot before it has seen the phase its load completes on, or the kernel
-  ends while a load on a ring slot was never waited for.
+  ends while a load on a ring slot was never waited for;
+- bulk-group-pending: a thread writes a ring slot that a TMA store (or bulk copy out of shared memory) may still
+  read: its bulk group not yet retired by wait_group.read, or retired where the writer has not seen it.
+  (A refill by TMA load of such a slot is a refill-race.)
 
 Anything it cannot follow (a branch or loop bound on a value it does not know, hand-written branches, a
-multicast, remote barrier or state-token wait, more than MAX_CLASSES classes, STEP_BUDGET steps) ends the run
-without a finding. `ring_findings(kernel)` runs it when the kernel is verified; `check_launch` runs it again with
+multicast, remote barrier or state-token wait, more than MAX_CLASSES classes) ends the run without a finding;
+at the end of its step budget it ends with what it found on the way (a race it saw stands; a wait that would
+never return is not concluded). `ring_findings(kernel)` runs it when the kernel is verified; `check_launch` runs it again with
 the scalar parameters when the first run stopped on one (ring_depends_on_params).
 """
 from __future__ import annotations
@@ -36,20 +40,27 @@ import functools
 from dataclasses import dataclass, field
 
 from ..ir import Addr, If, Instr, Loop, Param, Reg, WaitLoop
-from ..isa.effects import (Access, Arrive, AsyncWrite, Barrier, CompleteTx, Compute, Elect, Exit, ExpectTx, Init,
-                           Inval, Jump, Trap, Wait)
+from ..isa.effects import (Access, Arrive, AsyncRead, AsyncWrite, Barrier, CommitGroup, CompleteTx, Compute, Elect,
+                           Exit, ExpectTx, Init, Inval, Jump, Trap, Wait, WaitGroup, WarpSync)
 from .linear import flatten
 from .tensormaps import origins
-from .threads import Affine, Sym, Threads, Values, describe, split
+from .threads import PENDING, Affine, Sym, Threads, Values, describe, split
 
 STEP_BUDGET = 100_000           # class steps one run may take before it gives up
+LAUNCH_BUDGET = 30_000          # the same, for the run a launch check makes (a first launch waits for it)
 MAX_CLASSES = 64
 SHARED = ("shared", "shared::cta", "")
 WATCHED = (Init, Inval, Arrive, ExpectTx, CompleteTx, Wait, AsyncWrite, Barrier, Exit, Trap, Jump)
+BULK = (AsyncRead, CommitGroup, WaitGroup)      # a TMA store's read of shared memory and its bulk group
+FULL_MASK = 0xFFFFFFFF
 
 
 class _GiveUp(Exception):
     """The run depends on something it does not know."""
+
+
+class _Budget(_GiveUp):
+    """The run took its whole step budget: what it found on the way stands, nothing more is concluded."""
 
 
 class _Stop(Exception):
@@ -93,16 +104,19 @@ class _Load:
     issuer: tuple = ()
 
 
-def ring_findings(kernel, params=None, block=None, maps=None, effects=None) -> list:
+def ring_findings(kernel, params=None, block=None, maps=None, effects=None, grid=None, budget=STEP_BUDGET) -> list:
     """What the run finds (empty when it gives up). `params` (name -> int) and `block` are a launch's; `maps`
     (name -> TensorMapSpec) the maps it binds; `effects` ({statement: its effects}, as Facts.effects keeps them)
     spares working them out again."""
     fx = Effects(effects or ())
     if not _has_waits(kernel, fx):
         return []
-    run = _Run(kernel, params, block, maps, fx)
+    run = _Run(kernel, params, block, maps, fx, grid)
+    run.budget = budget
     try:
         run.go()
+    except _Budget:
+        return list(run.found.values())
     except _GiveUp:
         return []
     except _Stop:
@@ -187,6 +201,8 @@ def _relevant(kernel, fx) -> set:
                         use(e.bar, e.parity)
                     elif isinstance(e, AsyncWrite):
                         use(e.dst, e.bar, e.size, e.multicast)
+                    elif isinstance(e, AsyncRead) and e.bar is None:
+                        use(e.src, e.size)
                     elif isinstance(e, Access) and e.space in SHARED:
                         use(e.addr)
                     elif isinstance(e, Barrier):
@@ -207,12 +223,12 @@ def _relevant(kernel, fx) -> set:
 
 
 class _Run:
-    def __init__(self, k, params, block, maps, fx):
+    def __init__(self, k, params, block, maps, fx, grid=None):
         self.k = k
         d = k.directives
         ntid = d.get("reqntid") or (tuple(block) if block else None)
         self.block = tuple(ntid) + (1,) * (3 - len(ntid)) if ntid else None
-        self.values = Values(self.block or (1, 1, 1), params)
+        self.values = Values(self.block or (1, 1, 1), params, grid)
         self.maps = maps or {}
         self.fx = fx
         self.relevant = _relevant(k, fx)
@@ -223,6 +239,7 @@ class _Run:
         self.ring: set = set()          # barrier arrays some op addressed through a register
         self.found: dict = {}
         self.steps = 0
+        self.budget = STEP_BUDGET
         self.next_id = 1
         self.classes: list = []
 
@@ -237,11 +254,13 @@ class _Run:
         change nothing it reads."""
         if s.guard is not None or any(r in self.relevant for r in s.op.defs()):
             return True
-        return any(isinstance(e, WATCHED) or isinstance(e, Access) and e.space in SHARED for e in self.fx.of(s))
+        return any(isinstance(e, WATCHED + BULK + (WarpSync,)) or isinstance(e, Access) and e.space in SHARED
+                   for e in self.fx.of(s))
 
     def _needed(self, loop) -> bool:
-        return any(isinstance(s, WaitLoop) or any(isinstance(e, WATCHED) or isinstance(e, Access) and e.space in SHARED
-                                                  for e in self.fx.of(s)) for s in _statements(loop.body))
+        return any(isinstance(s, WaitLoop) or any(isinstance(e, WATCHED + BULK) or isinstance(e, Access)
+                                                  and e.space in SHARED for e in self.fx.of(s))
+                   for s in _statements(loop.body))
 
     # ------------------------------------------------------------------------------ scheduling
 
@@ -269,8 +288,8 @@ class _Run:
         code = self.code
         while th.state == "run":
             self.steps += 1
-            if self.steps > STEP_BUDGET:
-                raise _GiveUp
+            if self.steps > self.budget:
+                raise _Budget
             if th.pc >= len(code):
                 th.state = "done"
                 return
@@ -584,13 +603,77 @@ class _Run:
         lo, hi = lo + off, hi + off + e.nbytes
         clock = th.tick()
         th.reads.append((alloc, lo, hi, clock, s, e.write))
+        self._against_loads(th, s, alloc, lo, hi, e.write)
+        if e.write:
+            self._against_stores(th, s, alloc, lo, hi)
+
+    def _against_stores(self, th, s, alloc, lo, hi):
+        """A write of [lo, hi) while a TMA store may still read it: its bulk group not yet retired by a
+        wait_group.read, or retired in a thread whose progress this one has not seen (an arrive -> wait)."""
+        for g in self.classes:
+            if g.state == "split":
+                continue
+            for r in g.reads:
+                if type(r) is not list or r[0] is not alloc or not (r[1] < hi and lo < r[2]):
+                    continue
+                if r[3] is PENDING if g is th else th.vc.get(g.id, -1) < r[3]:
+                    self._report("bulk-group-pending", f"{describe(th.tids)} write(s) {alloc.name}[{lo}:{hi}] here "
+                                 f"while the TMA store at line {_line(r[4])} ({describe(g.tids)}) may still be "
+                                 f"reading it: its bulk group is not retired by cp.async.bulk.wait_group.read, or "
+                                 f"nothing orders that retirement before this write", s, r[4])
+                    return
+
+    def store_read(self, th, s, e):
+        """A TMA store or bulk copy out of shared memory, through a bulk group: it reads its source from now until
+        a cp.async.bulk.wait_group{.read} retires the group, so a refill of that buffer before then (ordered
+        after an arrive that came too early) races it. A source the run cannot place is not followed."""
+        if e.bar is not None or th.n != 1:
+            return
+        x = self.values.get(th, e.src.base if isinstance(e.src, Addr) else e.src)
+        if type(x) is not Sym:
+            return
+        _, room = self._sizes(th, e)
+        if room is None:
+            return
+        lo = x.off + (e.src.offset if isinstance(e.src, Addr) else 0)
+        read = [x.alloc, lo, lo + room, PENDING, s, False]
+        th.reads.append(read)
+        th.open.append(read)
+        self._against_loads(th, s, x.alloc, lo, lo + room, False)
+
+    def warp_sync(self, th, s, e):
+        """bar.warp.sync with every lane: like bar.sync for the lanes of one warp. A class spanning several warps
+        is parted into one class per warp; each waits until its warp's lanes (whatever classes hold them) are all
+        here, and they leave knowing each other's past. A partial mask is not followed."""
+        if self.values.get(th, e.mask) != FULL_MASK:
+            return
+        total = self.block[0] * self.block[1] * self.block[2]
+        warps = sorted({t // 32 for t in th.tids})
+        for w in warps[:-1]:
+            mine, th = self._split(th, tuple(t // 32 == w for t in th.tids))
+            mine.state, mine.at = "bar", (s, ("warp", w), min(32, total - 32 * w))
+        th.state, th.at = "bar", (s, ("warp", warps[-1]), min(32, total - 32 * warps[-1]))
+
+    def commit_group(self, th, s, e):
+        th.groups.append(th.open)
+        th.open = []
+
+    def wait_group(self, th, s, e):
+        """The oldest groups, all but e.n, are done reading: their reads now have this thread's clock."""
+        while len(th.groups) > e.n:
+            clock = th.tick()
+            for read in th.groups.pop(0):
+                read[3] = clock
+
+    def _against_loads(self, th, s, alloc, lo, hi, write):
+        """A read (or write) of [lo, hi) of `alloc` while a TMA load into it may still be in flight."""
         for ld in self.loads:
             if ld.alloc is not alloc or not (ld.lo < hi and lo < ld.hi) or ld.key.alloc not in self.ring:
                 continue
             seen = th.vc.get(("bar", ld.key), -1)
             if seen >= ld.phase:
                 continue
-            verb = "write" if e.write else "read"
+            verb = "write" if write else "read"
             if seen == ld.phase - 1 and ld.phase > 0:
                 # they are still on the slot's previous data, and the refill is already on its way
                 self._report("refill-race", f"{describe(ld.issuer)} start(s) a TMA load into {alloc.name}"
@@ -778,4 +861,6 @@ def _line(s) -> str:
 
 
 _HANDLERS = {Init: _Run.init, Inval: _Run.inval, Arrive: _Run.arrive, ExpectTx: _Run.expect_tx,
-             CompleteTx: _Run.complete_tx, AsyncWrite: _Run.load, Access: _Run.access, Barrier: _Run.barrier}
+             CompleteTx: _Run.complete_tx, AsyncWrite: _Run.load, Access: _Run.access, Barrier: _Run.barrier,
+             AsyncRead: _Run.store_read, CommitGroup: _Run.commit_group, WaitGroup: _Run.wait_group,
+             WarpSync: _Run.warp_sync}

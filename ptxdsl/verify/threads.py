@@ -93,7 +93,9 @@ def column(v, tids):
 class Threads:
     """One class of threads (`tids` in increasing order). `vc` is what it knows of the others (their clocks, by
     class id) and of barrier phases (("bar", key) -> the last phase it saw complete); `reads` the shared-memory
-    accesses its threads made: (alloc, lo, hi, clock, stmt, write)."""
+    accesses its threads made: (alloc, lo, hi, clock, stmt, write); a TMA store's read is a list whose clock is
+    PENDING until a wait_group retires its bulk group (`groups`: the committed groups, oldest first; `open`: the
+    reads since the last commit_group)."""
 
     id: int
     tids: tuple
@@ -103,6 +105,8 @@ class Threads:
     vc: dict = field(default_factory=dict)
     synced: int = 0
     reads: list = field(default_factory=list)
+    groups: list = field(default_factory=list)
+    open: list = field(default_factory=list)
     state: str = "run"              # run | wait | bar | done
     at: object = None               # the statement it is blocked at
 
@@ -123,6 +127,9 @@ class Threads:
         self.synced = max(self.synced, known.get(self.id, 0))
 
 
+PENDING = float("inf")              # the clock of a read not yet complete: no other thread can have seen it
+
+
 def describe(tids) -> str:
     """How a finding names threads: `thread 0`, `threads 32-63`, `threads 0, 32, 64, 96`."""
     t = sorted(tids)
@@ -137,9 +144,10 @@ def describe(tids) -> str:
 class Values:
     """Reads operands and computes Compute effects for a class (one value, or one per thread)."""
 
-    def __init__(self, block, params):
+    def __init__(self, block, params, grid=None):
         self.block = block                  # (x, y, z)
         self.params = params or {}          # scalar parameter name -> int
+        self.grid = grid                    # (x, y, z) CTAs, or None: %nctaid is not known
 
     # ------------------------------------------------------------------------------ operands
 
@@ -173,7 +181,9 @@ class Values:
                "%laneid": lambda t: t % WARP, "%warpid": lambda t: t // WARP}.get(name)
         if per is not None:
             return norm(tuple(per(t) for t in th.tids))
-        sizes = {"%ntid.x": x, "%ntid.y": y, "%ntid.z": self.block[2], "%nctaid.x": None}
+        sizes = {"%ntid.x": x, "%ntid.y": y, "%ntid.z": self.block[2]}
+        if self.grid is not None:
+            sizes.update({"%nctaid.x": self.grid[0], "%nctaid.y": self.grid[1], "%nctaid.z": self.grid[2]})
         return sizes.get(name)
 
     # ------------------------------------------------------------------------------ compute
@@ -442,8 +452,10 @@ def split(th: Threads, mask, new_id: int, ids_in) -> tuple:
         vc = {k: v for k, v in th.vc.items() if k != th.id}
         vc[cid] = th.clock
         vc[other] = th.synced
+        mine = {id(r): list(r) for r in th.reads if type(r) is list}      # pending store reads: each half its own
         halves.append(Threads(cid, tuple(th.tids[i] for i in idx), th.pc, regs, th.clock, vc, th.synced,
-                              [(a, lo, hi, c, s, w) for a, lo, hi, c, s, w in th.reads]))
+                              [mine.get(id(r), r) for r in th.reads],
+                              [[mine[id(r)] for r in g] for g in th.groups], [mine[id(r)] for r in th.open]))
     for d in ids_in:
         if th.id in d:
             d[new_id] = d[new_id + 1] = d.pop(th.id)

@@ -1,0 +1,195 @@
+"""Pipelines built from the public builder API: a ring of shared-memory stages with a full and an empty
+mbarrier per stage, the (stage, phase) cursor that walks it, TMA stores drained through bulk groups, and a
+persistent tile loop. Nothing here is special to ptxdsl: a user can write the same with `k.*` calls.
+
+The protocol is CUTLASS's `PipelineTmaAsync`:
+
+- the producer (one elected lane) waits until a stage is empty (`producer_acquire`: the empty barrier's
+  phase *before* the cursor's, so the first pass over the ring does not wait), arms the full barrier with
+  the bytes its TMA loads will deliver (`producer_arm`: mbarrier.arrive.expect_tx) and issues the loads on
+  that barrier (`full(cur)`, `buffer(cur)`);
+- the consumers wait for the full barrier's phase (`consumer_wait`: mbarrier.try_wait.parity), read the
+  stage, and arrive on the empty barrier (`consumer_release`), `consumers` arrivals per phase;
+- both advance their own cursor (`Cursor.advance`): the stage index wraps at the ring's length and the
+  phase bit flips when it does.
+
+    ring = Ring(k, "ring", stages=4, stage_bytes=16384)
+    ring.init()                                   # every thread: thread 0 initialises, then bar.sync 0
+    with k.if_(k.setp("eq", k.warp_idx(), 0)):
+        with k.elect_one():
+            cur = ring.cursor()
+            with persistent(k, ntiles) as tile:
+                ring.producer_acquire(cur)
+                ring.producer_arm(cur, 16384)
+                k.cp_async_bulk_tensor(ring.buffer(cur), src, coords(tile), mbar=ring.full(cur))
+                cur.advance()
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from . import sreg
+from .errors import DSLError
+from .types import u32
+
+MBAR_BYTES = 8
+
+
+class Cursor:
+    """A position in a ring: `stage` (0 .. stages-1) and `phase` (0 or 1), two u32 registers."""
+
+    def __init__(self, ring: "Ring", stage, phase):
+        self.ring, self.stage, self.phase = ring, stage, phase
+
+    def advance(self) -> None:
+        """stage += 1; on wrapping to 0 the phase bit flips (add, setp, selp, xor: no branch)."""
+        k, n = self.ring.k, self.ring.stages
+        k.add(self.stage, 1, out=self.stage)
+        wrap = k.setp("eq", self.stage, n)
+        k.selp(0, self.stage, wrap, out=self.stage)
+        k.xor(self.phase, k.selp(1, 0, wrap, type=u32), out=self.phase)
+
+
+class Ring:
+    """`stages` shared buffers of `stage_bytes` bytes, with a full and an empty mbarrier for each.
+
+    `consumers` is the empty barrier's arrival count: how many consumer_release calls free a stage (one per
+    consumer thread, or one per warp when a lane releases for its warp). The buffer is aligned to `align`
+    bytes (1024 suits every TMA swizzle) and, with `dynamic=True`, sized at launch (dynamic shared memory,
+    past the 48 KiB a static buffer may take)."""
+
+    def __init__(self, k, name: str, *, stages: int, stage_bytes: int, consumers: int = 1, align: int = 1024,
+                 dynamic: bool = True):
+        for what, v, lo in (("stages", stages, 1), ("stage_bytes", stage_bytes, 16), ("consumers", consumers, 1)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise DSLError(f"Ring {name!r}: {what}={v!r}, expected an integer of at least {lo}")
+        if stage_bytes % 128:
+            raise DSLError(f"Ring {name!r}: stage_bytes={stage_bytes} is not a multiple of 128 (each stage "
+                           "must keep the buffer's TMA alignment)")
+        self.k, self.name = k, name
+        self.stages, self.stage_bytes, self.consumers = stages, stage_bytes, consumers
+        self.buf = k.shared(name, stages * stage_bytes, align=align, dynamic=dynamic)
+        self.full_bars = k.mbarrier(f"{name}_full", stages)
+        self.empty_bars = k.mbarrier(f"{name}_empty", stages)
+
+    def init(self) -> None:
+        """Every thread calls this: thread 0 initialises each full barrier for one arrival (the producer's
+        arrive.expect_tx) and each empty barrier for `consumers`, fences the inits, then bar.sync 0."""
+        k = self.k
+        with k.if_(k.setp("eq", k.tid_x(), 0)):
+            with k.loop(0, self.stages) as s:
+                k.mbarrier_init(k.mad(s, MBAR_BYTES, k.mov(self.full_bars)), 1)
+                k.mbarrier_init(k.mad(s, MBAR_BYTES, k.mov(self.empty_bars)), self.consumers)
+            k.fence_mbarrier_init()
+        k.bar_sync(0)
+
+    def cursor(self) -> Cursor:
+        """A cursor at stage 0, phase 0 (fresh registers)."""
+        k = self.k
+        return Cursor(self, k.mov(0, u32, out=k.reg(u32)), k.mov(0, u32, out=k.reg(u32)))
+
+    # ------------------------------------------------------------------ addresses of the cursor's stage
+
+    def full(self, cur: Cursor):
+        """The shared address of the cursor's full barrier."""
+        return self.k.mad(cur.stage, MBAR_BYTES, self.k.mov(self.full_bars))
+
+    def empty(self, cur: Cursor):
+        """The shared address of the cursor's empty barrier."""
+        return self.k.mad(cur.stage, MBAR_BYTES, self.k.mov(self.empty_bars))
+
+    def buffer(self, cur: Cursor, offset: int = 0):
+        """The shared address of the cursor's stage (plus `offset` bytes into it)."""
+        k = self.k
+        base = k.mad(cur.stage, self.stage_bytes, k.mov(self.buf))
+        return k.add(base, offset) if offset else base
+
+    # ------------------------------------------------------------------------------------ producer
+
+    def producer_acquire(self, cur: Cursor) -> None:
+        """Wait until the cursor's stage is empty: the empty barrier's previous phase (parity phase ^ 1)
+        has completed. On the first pass over the ring that phase counts as complete, so it does not wait."""
+        k = self.k
+        k.mbarrier_wait(self.empty(cur), parity=k.xor(cur.phase, 1), sem="acquire", scope="cta")
+
+    def producer_arm(self, cur: Cursor, nbytes) -> None:
+        """mbarrier.arrive.expect_tx on the cursor's full barrier: its phase completes once `nbytes` have
+        landed (the sum of the TMA loads issued on `full(cur)` for this stage)."""
+        self.k.mbarrier_arrive_expect_tx(self.full(cur), nbytes, sem="release", scope="cta")
+
+    # ------------------------------------------------------------------------------------ consumer
+
+    def consumer_wait(self, cur: Cursor) -> None:
+        """Wait until the cursor's stage is full: its full barrier's phase `cur.phase` has completed."""
+        self.k.mbarrier_wait(self.full(cur), parity=cur.phase, sem="acquire", scope="cta")
+
+    def consumer_release(self, cur: Cursor) -> None:
+        """Arrive on the cursor's empty barrier: this consumer is done reading the stage."""
+        self.k.mbarrier_arrive(self.empty(cur), sem="release", scope="cta")
+
+
+class StoreDrain:
+    """Release ring stages that TMA stores read from, `depth` stores behind: after each store's
+    commit_group, `cp.async.bulk.wait_group.read depth` and release the stage of the store `depth` before
+    (its shared source has been read). `finish()` waits for every store (wait_group 0).
+
+    One thread issues the stores and calls `committed()` after each commit_group."""
+
+    def __init__(self, ring: Ring, depth: int = 1):
+        if isinstance(depth, bool) or not isinstance(depth, int) or not 0 <= depth < ring.stages:
+            raise DSLError(f"StoreDrain: depth={depth!r}, expected an integer from 0 to stages-1 "
+                           f"({ring.stages - 1}): a deeper drain would hold every stage")
+        self.ring, self.depth = ring, depth
+        self.lag = ring.cursor()
+        k = ring.k
+        self.issued = k.mov(0, u32, out=k.reg(u32)) if depth else None
+
+    def committed(self) -> None:
+        """After a store's commit_group: wait until all but `depth` stores have read their stage, then
+        release the oldest one's stage (once `depth` stores are in flight)."""
+        k = self.ring.k
+        k.cp_async_bulk_wait_group_read(self.depth)
+        if self.depth == 0:
+            self._release()
+            return
+        with k.if_(k.setp("ge", self.issued, self.depth)):
+            self._release()
+        k.add(self.issued, 1, out=self.issued)
+
+    def _release(self):
+        self.ring.consumer_release(self.lag)
+        self.lag.advance()
+
+    def finish(self) -> None:
+        """Wait until every store has completed (cp.async.bulk.wait_group 0)."""
+        self.ring.k.cp_async_bulk_wait_group(0)
+
+
+@contextmanager
+def persistent(k, ntiles, order: str = "cyclic"):
+    """`with persistent(k, ntiles) as tile:` the CTA's share of tiles 0 .. ntiles-1 (`ntiles`: a u32 register
+    or a constant), in order. `order="cyclic"`: round robin over the grid, tile = ctaid.x + i * nctaid.x (the
+    CTAs work on neighbouring tiles at any moment); "blocked": each CTA takes a run of ceil(ntiles / nctaid.x)
+    consecutive tiles. Launch about one CTA per SM (or per SM slot)."""
+    if order not in ("cyclic", "blocked"):
+        raise DSLError(f"persistent order={order!r}: expected 'cyclic' or 'blocked'")
+    cta, n = k.mov(sreg.ctaid_x), k.mov(sreg.nctaid_x)
+    if order == "cyclic":
+        left = k.sub(k.max(ntiles, cta), cta)               # tiles from this CTA's first on (0 past the end)
+        iters = k.div(k.add(left, k.sub(n, 1)), n)
+        with k.loop(0, iters) as i:
+            yield k.mad(i, n, cta)
+        return
+    per = k.div(k.add(ntiles, k.sub(n, 1)), n)
+    first = k.mul(cta, per)
+    iters = k.min(per, k.sub(k.max(ntiles, first), first))
+    with k.loop(0, iters) as i:
+        yield k.add(first, i)
+
+
+def tile_coords(k, tile, tiles_per_row, box):
+    """(column, row) element coordinates of tile number `tile` in a row-major grid of tiles with
+    `tiles_per_row` tiles across, each `box` = (columns, rows) elements: innermost first, as TMA takes them."""
+    row = k.div(tile, tiles_per_row)
+    col = k.sub(tile, k.mul(row, tiles_per_row))
+    return k.mul(col, box[0]), k.mul(row, box[1])
