@@ -195,6 +195,17 @@ class Launcher(Plan):
         """This kernel's Resources: registers, shared/const/stack bytes, spills (see Program.resources)."""
         return self.program.resources[self.info.name]
 
+    def shared_bytes_for(self, ctas_per_sm: int) -> int:
+        """The dynamic shared bytes to launch with (`shared_bytes=`) so that shared memory lets at most
+        `ctas_per_sm` CTAs of this kernel share an SM, and never fewer bytes than the kernel needs. A knob for
+        memory-bound kernels, where fewer TMA requests in flight per SM can move more bytes."""
+        if isinstance(ctas_per_sm, bool) or not isinstance(ctas_per_sm, int) or ctas_per_sm < 1:
+            raise LaunchError(f"shared_bytes_for(ctas_per_sm={ctas_per_sm!r}): expected a positive integer",
+                              SourceLoc.caller(), rule="launch.shared-bytes")
+        dev = self.device
+        per_cta = dev.shared_per_sm // ctas_per_sm - dev.reserved_shared_per_block - self.function.static_shared_bytes
+        return max(self.shared_bytes, per_cta // 128 * 128)
+
 
 def check_cluster_launch(info, cluster) -> None:
     """LaunchError for a kernel with a cluster-only copy launched without a cluster (it would die with an

@@ -76,6 +76,16 @@ class Device:
         return self.attribute(_ATTR.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
 
     @functools.cached_property
+    def shared_per_sm(self) -> int:
+        """Bytes of shared memory one SM has for its blocks (228 KiB on Hopper)."""
+        return self.attribute(_ATTR.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)
+
+    @functools.cached_property
+    def reserved_shared_per_block(self) -> int:
+        """Bytes of shared memory the system reserves in every block (1 KiB on Hopper)."""
+        return self.attribute(_ATTR.CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK)
+
+    @functools.cached_property
     def cluster_launch(self) -> bool:
         """Whether kernels can be launched with thread-block clusters."""
         return bool(self.attribute(_ATTR.CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH))
