@@ -32,9 +32,10 @@ if [ -z "${XDIST+set}" ]; then
 fi
 # shellcheck disable=SC2086
 step gpu-tests "$PY" -m pytest -q -p no:cacheprovider -m gpu -rs --durations=20 $XDIST tests
-step examples "$PY" -m ptxdsl.cli run examples/tma_* examples/tensormap_replace.py
+step examples "$PY" -m ptxdsl.cli run examples/tma_* examples/tensormap_replace.py examples/pipe_*.py
 step bench-build "$PY" bench/bench_build.py --repeat 200
 step bench-copy "$PY" bench/bench_copy.py
+step bench-kernels "$PY" bench/bench_kernels.py --rows 128,1024,16384
 step bench-launch "$PY" bench/bench_launch.py
 step bench-start "$PY" bench/bench_start.py --repeat 3
 if [ "${1:-}" = "--sanitize" ]; then

@@ -14,11 +14,14 @@ from ptxdsl.cli import load_kernels
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).resolve().parent / "golden"
 # the tma_* examples have .ptxd twins (tests/test_lang.py); tensormap_replace has none: the .ptxd language cannot
-# name a tensor map held in a register (px.TensorMapRef) as a copy's tensor operand
-EXAMPLES = sorted(p.stem for p in (ROOT / "examples").glob("tma_*.py")) + ["tensormap_replace"]
+# name a tensor map held in a register (px.TensorMapRef) as a copy's tensor operand; the pipe_* kernels are built
+# with ptxdsl.pipeline, a Python library the language has no counterpart of
+EXAMPLES = sorted(p.stem for p in (ROOT / "examples").glob("tma_*.py")) + ["tensormap_replace"] + sorted(
+    p.stem for p in (ROOT / "examples").glob("pipe_*.py"))
 # the lowest target an example needs, when it is not sm_90 / PTX 8.0 (.multicast::cluster is an sm_90a form,
 # tensormap.replace needs sm_90a and PTX 8.3)
-LOWEST = {"tma_multicast_tile": ("sm_90a", "8.0"), "tensormap_replace": ("sm_90a", "8.3")}
+LOWEST = {"tma_multicast_tile": ("sm_90a", "8.0"), "tensormap_replace": ("sm_90a", "8.3"),
+          "pipe_varlen": ("sm_90a", "8.3")}
 
 
 def _ptx(name):

@@ -1,0 +1,135 @@
+"""Split accumulation: y = sum over s of x[s] for f32 x of shape (S, M, N), built with ptxdsl.pipeline; the
+CTAs that share an output tile add their partial sums into it with cp.reduce.async.bulk.tensor .add.
+
+The S splits are dealt out in GROUPS groups; CTA (tile, group) streams its group's S / GROUPS tiles of x through
+the ring (warp 0's elected lane loads them, each through the map of x viewed as an (S*M, N) matrix), and warps
+1-4 add them up in registers, 32 f32 per thread. The partial sum goes to an output buffer in shared memory
+(st.shared, then fence.proxy.async so that TMA sees it); after bar.sync 1 thread 32 reduces it into y with one
+TMA reduce (add) and waits for the read. With GROUPS = 1 each tile has one CTA, which stores instead (y need
+not be zeroed first, and the sum is in split order, bit for bit numpy's); with more, y starts at zero (or at
+what it holds: y += sum(x)) and the order of the groups' additions is the L2's."""
+import numpy as np
+
+import ptxdsl as px
+from ptxdsl import sreg
+from ptxdsl.pipeline import Ring, tile_coords
+
+BOX = (128, 32)                 # (columns, rows) of f32: 16 KiB
+TILE = BOX[0] * BOX[1] * 4
+STAGES = 4
+CONSUMER_WARPS = 4
+THREADS = 32 * (1 + CONSUMER_WARPS)
+
+
+def spec(rows, cols):
+    return px.TensorMapSpec.tiled_for((rows, cols), "f32", (BOX[1], BOX[0]))
+
+
+def build(reduce=True, stages=STAGES, name="pipe_splitsum"):
+    """The kernel; reduce=False stores each tile's sum instead of adding it into y (one group)."""
+    consumers = 32 * CONSUMER_WARPS
+    per_thread = TILE // 16 // consumers                  # 16-byte chunks of the tile each thread adds up
+    with px.kernel(name, reqntid=THREADS) as k:
+        xmap = k.param_tensormap("x", spec(4096, 4096))   # x as an (S*M, N) matrix
+        ymap = k.param_tensormap("y", spec(4096, 4096))
+        m = k.param("m", px.u32)                          # rows per split
+        per_group = k.param("splits_per_group", px.u32)
+        groups = k.param("groups", px.u32)
+        across = k.param("tiles_per_row", px.u32)
+        ring = Ring(k, "ring", stages=stages, stage_bytes=TILE, consumers=CONSUMER_WARPS)
+        out = k.shared("out", TILE, align=1024, dynamic=True)
+        ring.init()
+        cta = k.mov(sreg.ctaid_x)
+        tile, group = k.div(cta, groups), k.rem(cta, groups)
+        col0, row0 = tile_coords(k, tile, across, BOX)
+        first = k.mul(group, per_group)                   # this CTA's first split
+        with k.if_(k.setp("eq", k.warp_idx(), 0)):
+            with k.elect_one():                           # the producer: one tile of each split of the group
+                cur = ring.cursor()
+                with k.loop(0, per_group) as s:
+                    ring.producer_acquire(cur)
+                    ring.producer_arm(cur, TILE)
+                    row = k.mad(k.add(first, s), m, row0)
+                    k.cp_async_bulk_tensor(ring.buffer(cur), xmap, (col0, row), mbar=ring.full(cur))
+                    cur.advance()
+        with k.else_():                                   # the adders: 128 threads, 32 f32 each
+            me = k.sub(k.tid_x(), 32)
+            offs = [k.shl(k.add(me, i * consumers), 4) for i in range(per_thread)]
+            acc = [k.mov(0.0, px.f32, out=k.reg(px.f32)) for _ in range(4 * per_thread)]
+            cur = ring.cursor()
+            with k.loop(0, per_group):
+                ring.consumer_wait(cur)
+                buf = ring.buffer(cur)
+                for i, off in enumerate(offs):
+                    vals = k.ld(px.f32, k.add(buf, off), space="shared::cta", vec=4)
+                    for j, v in enumerate(vals):
+                        k.add(acc[4 * i + j], v, out=acc[4 * i + j])
+                k.bar_warp_sync()                         # the warp's reads are done: one arrival for it
+                with k.if_(k.setp("eq", k.and_(me, 31), 0)):
+                    ring.consumer_release(cur)
+                cur.advance()
+            base = k.mov(out)
+            for i, off in enumerate(offs):
+                k.st(px.f32, k.add(base, off), tuple(acc[4 * i:4 * i + 4]), space="shared::cta")
+            k.fence_proxy_async("shared::cta")            # the partial sums, visible to the TMA unit
+            k.bar_sync(1, consumers)
+            with k.if_(k.setp("eq", me, 0)):
+                if reduce:
+                    k.cp_reduce_async_bulk_tensor("add", ymap, out, (col0, row0))
+                else:
+                    k.cp_async_bulk_tensor(ymap, out, (col0, row0))
+                k.cp_async_bulk_commit_group()
+                k.cp_async_bulk_wait_group_read(0)
+    return k
+
+
+KERNEL = build()
+
+
+def launcher(prog, splits, m, n, groups, name="pipe_splitsum"):
+    """A function (x_map, y_map, stream=None) adding the `splits` (m, n) slices of x into y, `groups` CTAs
+    per output tile (a divisor of splits; 1 with a kernel built with reduce=False)."""
+    if m % BOX[1] or n % BOX[0] or splits % groups:
+        raise ValueError(f"pipe_splitsum: ({splits}, {m}, {n}) in {groups} groups: m, n must be whole {BOX[1]}x"
+                         f"{BOX[0]} tiles and groups must divide the splits")
+    across = n // BOX[0]
+    grid = across * (m // BOX[1]) * groups
+    launch = prog[name]
+
+    def run(x_map, y_map, stream=None):
+        launch(x_map, y_map, m, splits // groups, groups, across, grid=grid, block=THREADS, stream=stream)
+    return run
+
+
+def run(device=None, kernel=None):
+    """y = sum(x, 0) for x of shape (8, 256, 512): in 4 groups added into a zeroed y (within f32 rounding of
+    numpy's f64 sum), and in one group stored (bit for bit numpy's float32 sum in split order)."""
+    from ptxdsl.runtime import DeviceArray
+
+    s, m, n = 8, 256, 512
+    x = np.random.default_rng(19).standard_normal((s, m, n), dtype=np.float32)
+    xd = DeviceArray.to_device(x)
+    xmap = spec_of(xd, s * m, n)
+    exact = x.astype(np.float64).sum(0)
+    bound = 2 * s * np.finfo(np.float32).eps * np.abs(x).astype(np.float64).sum(0)
+    verdicts = []
+    for groups, k in ((4, kernel or KERNEL), (1, build(reduce=False))):
+        yd = DeviceArray.zeros((m, n), np.float32)
+        launcher(px.compile(k, device=device), s, m, n, groups)(xmap, spec_of(yd, m, n))
+        got = yd.to_host()
+        if groups == 1:
+            want = np.zeros((m, n), np.float32)
+            for i in range(s):
+                want += x[i]
+            bad = int((got.view(np.uint32) != want.view(np.uint32)).sum())
+        else:
+            bad = int((np.abs(got - exact) > bound).sum())
+        verdicts.append((bad == 0, f"{groups} group(s): {bad} off"))
+    ok = all(v for v, _ in verdicts)
+    return ok, f"pipe_splitsum: ({s}, {m}, {n}) f32, ok={ok}; " + "; ".join(t for _, t in verdicts)
+
+
+def spec_of(arr, rows, cols):
+    """The map of a device array seen as a rows x cols f32 matrix (its memory, contiguous)."""
+    addr = arr.__cuda_array_interface__["data"][0]
+    return px.TensorMapSpec.tiled_for((rows, cols), "f32", (BOX[1], BOX[0]), address=addr)

@@ -1,0 +1,164 @@
+"""A batch of tensors of different shapes in one launch: out_i = a * x_i for 64 bf16 matrices, each of its own
+shape, with no host round trip, built with ptxdsl.pipeline and tensormap.replace.
+
+The host passes one tensor map (any bf16 matrix read in BOX tiles: the template), a table with each tensor's
+addresses and shape, and a work list: each CTA takes a run of up to TILES_PER_CTA tiles of one tensor. Thread 0
+copies the template into shared memory and rewrites it for its tensor (global_address, both global_dims, the
+row stride); warp 0 publishes the edited map to the CTA's 128-byte slot in global memory
+(tensormap.cp_fenceproxy) and acquires it (fence.proxy.tensormap::generic.acquire). Its elected lane then loads
+the CTA's tiles through the edited map into the ring (TMA fills what lies past the tensor's edges with zeros);
+warps 1-4 scale each 16-byte chunk that lies inside the tensor and store it to out_i with st.global.v4."""
+import numpy as np
+
+import ptxdsl as px
+from ptxdsl import sreg
+from ptxdsl.pipeline import Ring, persistent, tile_coords
+from tile_common import random_bf16
+
+BOX = (256, 32)                 # (columns, rows) of bf16: 16 KiB
+TILE = BOX[0] * BOX[1] * 2
+STAGES = 3
+TILES_PER_CTA = 8
+CONSUMER_WARPS = 4
+THREADS = 32 * (1 + CONSUMER_WARPS)
+MAP_BYTES = 128
+DESC = 32                       # bytes per tensor: src u64, dst u64, rows u32, cols u32, tiles across u32, pad
+WORK = 16                       # bytes per CTA: tensor u32, first tile u32, tiles u32, pad
+
+
+def template():
+    """The template map as the kernel declares it: a bf16 matrix read in BOX tiles (the launch passes any
+    tensor's map; each CTA rewrites its address and shape)."""
+    return px.TensorMapSpec.tiled_for((BOX[1], BOX[0]), "bf16", (BOX[1], BOX[0]))
+
+
+def build(stages=STAGES, name="pipe_varlen"):
+    chunks = TILE // 16
+    per_row = BOX[0] * 2 // 16                            # 16-byte chunks per tile row
+    consumers = 32 * CONSUMER_WARPS
+    with px.kernel(name, reqntid=THREADS) as k:
+        tmpl = k.param_tensormap("tmpl", template())
+        desc = k.param_ptr("desc")
+        work = k.param_ptr("work")
+        slots = k.param_ptr("slots")                      # 128 bytes of global memory per CTA
+        a = k.param("a", px.f32)
+        tms = k.shared("tms", MAP_BYTES, align=128)
+        ring = Ring(k, "ring", stages=stages, stage_bytes=TILE, consumers=CONSUMER_WARPS)
+        cta = k.mov(sreg.ctaid_x)
+        item = k.add(work, k.mul(cta, WORK, mode="wide"))
+        tensor, first, count = (k.ld(px.u32, k.add(item, 4 * i)) for i in range(3))
+        entry = k.add(desc, k.mul(tensor, DESC, mode="wide"))
+        src, dst = k.ld(px.u64, entry), k.ld(px.u64, k.add(entry, 8))
+        rows, cols, across = (k.ld(px.u32, k.add(entry, 16 + 4 * i)) for i in range(3))
+        with k.if_(k.setp("eq", k.tid_x(), 0)):           # the template, rewritten for this CTA's tensor
+            for i in range(0, MAP_BYTES, 16):
+                k.st(px.b32, tms.at(i), k.ld(px.b32, px.Addr(tmpl, i), space="param", vec=4), space="shared::cta")
+            k.tensormap_replace(tms, "global_address", src)
+            k.tensormap_replace(tms, "global_dim", cols, ord=0)
+            k.tensormap_replace(tms, "global_dim", rows, ord=1)
+            k.tensormap_replace(tms, "global_stride", k.mul(cols, 2, mode="wide"), ord=0)
+        ring.init()                                       # (its bar.sync also orders the edit before the publish)
+        slot = k.add(slots, k.mul(cta, MAP_BYTES, mode="wide"))
+        with k.if_(k.setp("eq", k.warp_idx(), 0)):
+            k.tensormap_cp_fenceproxy(slot, tms, scope="gpu")          # publish: the whole warp
+            edited = px.TensorMapRef(k.cvta(slot, "global"))
+            k.fence_proxy_tensormap("acquire", "gpu", edited)
+            with k.elect_one():                           # the producer
+                cur = ring.cursor()
+                with persistent(k, count) as j:
+                    ring.producer_acquire(cur)
+                    ring.producer_arm(cur, TILE)
+                    xy = tile_coords(k, k.add(first, j), across, BOX)
+                    k.cp_async_bulk_tensor(ring.buffer(cur), edited, xy, mbar=ring.full(cur))
+                    cur.advance()
+        with k.else_():                                   # the consumers: scale what lies inside the tensor
+            me = k.sub(k.tid_x(), 32)
+            pitch = k.shl(cols, 1)
+            cur = ring.cursor()
+            with persistent(k, count) as j:
+                col0, row0 = tile_coords(k, k.add(first, j), across, BOX)
+                ring.consumer_wait(cur)
+                buf = ring.buffer(cur)
+                with k.loop(0, chunks // consumers) as i:
+                    c = k.mad(i, consumers, me)
+                    row = k.add(row0, k.div(c, per_row))
+                    col = k.add(col0, k.shl(k.rem(c, per_row), 3))
+                    inside = k.and_(k.setp("lt", row, rows), k.setp("lt", col, cols))
+                    with k.if_(inside):
+                        vals = k.ld(px.b32, k.add(buf, k.shl(c, 4)), space="shared::cta", vec=4)
+                        res = tuple(scale_bf16x2(k, a, w) for w in vals)
+                        k.st(px.b32, k.add(dst, k.cvt(px.u64, k.mad(row, pitch, k.shl(col, 1)))), res)
+                k.bar_warp_sync()                         # the warp's reads are done: one arrival for it
+                with k.if_(k.setp("eq", k.and_(me, 31), 0)):
+                    ring.consumer_release(cur)
+                cur.advance()
+    return k
+
+
+def scale_bf16x2(k, a, w):
+    """Two bf16 lanes times a: widened to f32 (a mask, a shift), mul.rn.f32, packed back by cvt.rn.bf16x2.f32."""
+    hi = k.mul(a, k.mov(k.and_(w, 0xFFFF0000), px.f32))
+    lo = k.mul(a, k.mov(k.shl(w, 16), px.f32))
+    return k.cvt("bf16x2", hi, lo)
+
+
+KERNEL = build()
+
+
+class Batch:
+    """The launch of one batch: the tables (tensor addresses and shapes, the work list) and the map slots,
+    made once on the device for a list of (x, out) pairs of 2-D bf16 device arrays (anything with
+    `__cuda_array_interface__` or DLPack: DeviceArray, torch, CuPy). `batch(a)` launches out_i = a * x_i."""
+
+    def __init__(self, prog, pairs, tiles_per_cta=TILES_PER_CTA, name="pipe_varlen"):
+        from ptxdsl.runtime import DeviceArray
+
+        desc, work = [], []
+        for i, (x, out) in enumerate(pairs):
+            sx, so = px.TensorMapSpec.from_array(x, (BOX[1], BOX[0])), px.TensorMapSpec.from_array(out, (BOX[1], BOX[0]))
+            if sx.dims != so.dims:
+                raise ValueError(f"pipe_varlen: pair {i}: x is {sx.dims[::-1]}, out is {so.dims[::-1]}")
+            cols, rows = sx.dims
+            if sx.strides[0] != cols * 2 or so.strides[0] != cols * 2:
+                raise ValueError(f"pipe_varlen: pair {i}: rows must be contiguous (a row pitch of {cols * 2} bytes)")
+            across = -(-cols // BOX[0])
+            tiles = across * -(-rows // BOX[1])
+            desc.append((sx.global_address, so.global_address, rows, cols, across, 0))
+            work += [(i, t, min(tiles_per_cta, tiles - t), 0) for t in range(0, tiles, tiles_per_cta)]
+        table = np.zeros(len(desc), np.dtype([("src", "<u8"), ("dst", "<u8"), ("rows", "<u4"), ("cols", "<u4"),
+                                               ("across", "<u4"), ("pad", "<u4")]))
+        table[:] = desc
+        self.desc = DeviceArray.to_device(table.view(np.uint8))
+        self.work = DeviceArray.to_device(np.array(work, np.uint32))
+        self.slots = DeviceArray.zeros((len(work), MAP_BYTES), np.uint8)
+        self.grid = len(work)
+        self.launch = prog[name]
+        self.tmpl = px.TensorMapSpec.from_array(pairs[0][0], (BOX[1], BOX[0]))    # any tensor's map will do
+
+    def __call__(self, a, stream=None):
+        self.launch(self.tmpl, self.desc, self.work, self.slots, a, grid=self.grid, block=THREADS, stream=stream)
+
+
+def random_shapes(rng, n, rows=(64, 2048), cols=(64, 4096)):
+    """n (rows, cols) shapes: rows uniform in `rows`, cols a multiple of 8 (16-byte rows for TMA) in `cols`."""
+    return [(int(rng.integers(*rows)), 8 * int(rng.integers(cols[0] // 8, cols[1] // 8))) for _ in range(n)]
+
+
+def run(device=None, kernel=None):
+    """0.5 * x_i for 12 random shapes (most not whole tiles), checked bit for bit against numpy."""
+    import ml_dtypes
+
+    from ptxdsl.runtime import DeviceArray
+
+    rng = np.random.default_rng(17)
+    xs = [random_bf16(rng, s) for s in random_shapes(rng, 12, rows=(1, 300), cols=(8, 700))]
+    prog = px.compile(kernel or KERNEL, device=device)
+    dx = [DeviceArray.to_device(x) for x in xs]
+    do = [DeviceArray.to_device(np.full_like(x, np.nan)) for x in xs]
+    Batch(prog, list(zip(dx, do)), tiles_per_cta=2)(0.5)
+    bad = 0
+    for x, o in zip(xs, do):
+        want = (x.astype(np.float32) * np.float32(0.5)).astype(ml_dtypes.bfloat16)
+        bad += int((o.to_host().view(np.uint16) != want.view(np.uint16)).sum())
+    ok = bad == 0
+    return ok, f"pipe_varlen: {len(xs)} tensors {[x.shape for x in xs[:3]]}..., bit-exact={ok} differing={bad}"
