@@ -291,6 +291,9 @@ def bench_varlen(args):
         for x, o in zip(xs, outs[i % SETS]):
             torch.mul(x, 0.5, out=o)
 
+    def loop_new(i):
+        [x * 0.5 for x in xs]
+
     def foreach(i):
         torch._foreach_mul(xs, 0.5)
 
@@ -301,8 +304,9 @@ def bench_varlen(args):
     ok = all(torch.equal((x * 0.5).view(torch.int16), o.view(torch.int16)) for x, o in zip(xs, outs[0]))
     check = "bit-exact" if ok else "MISMATCH"
     report(f"variable-length batch, out_i = 0.5 * x_i", f"{len(xs)} bf16 tensors, {nbytes / 2 / 2**20:.0f} MiB",
-           nbytes, [("ptxdsl (one launch)", ours, check), ("torch loop of mul", loop, "(reference)"),
-                    ("torch _foreach_mul", foreach, "(reference)")], args.rep)
+           nbytes, [("ptxdsl (one launch)", ours, check), ("torch loop of mul(out=)", loop, "(reference)"),
+                    ("torch loop of x * 0.5", loop_new, "(reference)"), ("torch _foreach_mul", foreach, "(reference)")],
+           args.rep)
 
 
 def bench_splitsum(args):

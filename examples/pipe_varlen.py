@@ -2,9 +2,9 @@
 shape, with no host round trip, built with ptxdsl.pipeline and tensormap.replace.
 
 The host passes one tensor map (any bf16 matrix read in BOX tiles: the template), a table with each tensor's
-addresses and shape, and a work list: each CTA takes a run of up to TILES_PER_CTA tiles of one tensor. Thread 0
-copies the template into shared memory and rewrites it for its tensor (global_address, both global_dims, the
-row stride); warp 0 publishes the edited map to the CTA's 128-byte slot in global memory
+addresses and shape, and a work list made once per list of tensors: each CTA takes a run of up to TILES_PER_CTA
+tiles of one tensor. Thread 0 copies the template into shared memory and rewrites it for its tensor
+(global_address, both global_dims, the row stride); warp 0 publishes the edited map to the CTA's 128-byte slot in global memory
 (tensormap.cp_fenceproxy) and acquires it (fence.proxy.tensormap::generic.acquire). Its elected lane then loads
 the CTA's tiles through the edited map into the ring (TMA fills what lies past the tensor's edges with zeros);
 warps 1-4 scale each 16-byte chunk that lies inside the tensor and store it to out_i with st.global.v4."""
@@ -12,13 +12,13 @@ import numpy as np
 
 import ptxdsl as px
 from ptxdsl import sreg
-from ptxdsl.pipeline import Ring, persistent, tile_coords
+from ptxdsl.pipeline import Ring, tile_coords
 from tile_common import random_bf16
 
 BOX = (256, 32)                 # (columns, rows) of bf16: 16 KiB
-TILE = BOX[0] * BOX[1] * 2
-STAGES = 3
-TILES_PER_CTA = 8
+STAGES = 2
+TILES_PER_CTA = 2
+CTAS_PER_SM = 4                 # measured best on the H200 (docs/performance.md)
 CONSUMER_WARPS = 4
 THREADS = 32 * (1 + CONSUMER_WARPS)
 MAP_BYTES = 128
@@ -26,24 +26,25 @@ DESC = 32                       # bytes per tensor: src u64, dst u64, rows u32, 
 WORK = 16                       # bytes per CTA: tensor u32, first tile u32, tiles u32, pad
 
 
-def template():
-    """The template map as the kernel declares it: a bf16 matrix read in BOX tiles (the launch passes any
+def template(box=BOX):
+    """The template map as the kernel declares it: a bf16 matrix read in `box` tiles (the launch passes any
     tensor's map; each CTA rewrites its address and shape)."""
-    return px.TensorMapSpec.tiled_for((BOX[1], BOX[0]), "bf16", (BOX[1], BOX[0]))
+    return px.TensorMapSpec.tiled_for((box[1], box[0]), "bf16", (box[1], box[0]))
 
 
-def build(stages=STAGES, name="pipe_varlen"):
-    chunks = TILE // 16
-    per_row = BOX[0] * 2 // 16                            # 16-byte chunks per tile row
+def build(stages=STAGES, box=BOX, name="pipe_varlen"):
+    tile = box[0] * box[1] * 2
+    chunks = tile // 16
+    per_row = box[0] * 2 // 16                            # 16-byte chunks per tile row
     consumers = 32 * CONSUMER_WARPS
     with px.kernel(name, reqntid=THREADS) as k:
-        tmpl = k.param_tensormap("tmpl", template())
+        tmpl = k.param_tensormap("tmpl", template(box))
         desc = k.param_ptr("desc")
         work = k.param_ptr("work")
         slots = k.param_ptr("slots")                      # 128 bytes of global memory per CTA
         a = k.param("a", px.f32)
         tms = k.shared("tms", MAP_BYTES, align=128)
-        ring = Ring(k, "ring", stages=stages, stage_bytes=TILE, consumers=CONSUMER_WARPS)
+        ring = Ring(k, "ring", stages=stages, stage_bytes=tile, consumers=CONSUMER_WARPS)
         cta = k.mov(sreg.ctaid_x)
         item = k.add(work, k.mul(cta, WORK, mode="wide"))
         tensor, first, count = (k.ld(px.u32, k.add(item, 4 * i)) for i in range(3))
@@ -65,18 +66,18 @@ def build(stages=STAGES, name="pipe_varlen"):
             k.fence_proxy_tensormap("acquire", "gpu", edited)
             with k.elect_one():                           # the producer
                 cur = ring.cursor()
-                with persistent(k, count) as j:
+                with k.loop(0, count) as j:
                     ring.producer_acquire(cur)
-                    ring.producer_arm(cur, TILE)
-                    xy = tile_coords(k, k.add(first, j), across, BOX)
+                    ring.producer_arm(cur, tile)
+                    xy = tile_coords(k, k.add(first, j), across, box)
                     k.cp_async_bulk_tensor(ring.buffer(cur), edited, xy, mbar=ring.full(cur))
                     cur.advance()
         with k.else_():                                   # the consumers: scale what lies inside the tensor
             me = k.sub(k.tid_x(), 32)
             pitch = k.shl(cols, 1)
             cur = ring.cursor()
-            with persistent(k, count) as j:
-                col0, row0 = tile_coords(k, k.add(first, j), across, BOX)
+            with k.loop(0, count) as j:
+                col0, row0 = tile_coords(k, k.add(first, j), across, box)
                 ring.consumer_wait(cur)
                 buf = ring.buffer(cur)
                 with k.loop(0, chunks // consumers) as i:
@@ -110,19 +111,19 @@ class Batch:
     made once on the device for a list of (x, out) pairs of 2-D bf16 device arrays (anything with
     `__cuda_array_interface__` or DLPack: DeviceArray, torch, CuPy). `batch(a)` launches out_i = a * x_i."""
 
-    def __init__(self, prog, pairs, tiles_per_cta=TILES_PER_CTA, name="pipe_varlen"):
+    def __init__(self, prog, pairs, tiles_per_cta=TILES_PER_CTA, box=BOX, ctas_per_sm=CTAS_PER_SM, name="pipe_varlen"):
         from ptxdsl.runtime import DeviceArray
 
         desc, work = [], []
         for i, (x, out) in enumerate(pairs):
-            sx, so = px.TensorMapSpec.from_array(x, (BOX[1], BOX[0])), px.TensorMapSpec.from_array(out, (BOX[1], BOX[0]))
+            sx, so = px.TensorMapSpec.from_array(x, box[::-1]), px.TensorMapSpec.from_array(out, box[::-1])
             if sx.dims != so.dims:
                 raise ValueError(f"pipe_varlen: pair {i}: x is {sx.dims[::-1]}, out is {so.dims[::-1]}")
             cols, rows = sx.dims
             if sx.strides[0] != cols * 2 or so.strides[0] != cols * 2:
                 raise ValueError(f"pipe_varlen: pair {i}: rows must be contiguous (a row pitch of {cols * 2} bytes)")
-            across = -(-cols // BOX[0])
-            tiles = across * -(-rows // BOX[1])
+            across = -(-cols // box[0])
+            tiles = across * -(-rows // box[1])
             desc.append((sx.global_address, so.global_address, rows, cols, across, 0))
             work += [(i, t, min(tiles_per_cta, tiles - t), 0) for t in range(0, tiles, tiles_per_cta)]
         table = np.zeros(len(desc), np.dtype([("src", "<u8"), ("dst", "<u8"), ("rows", "<u4"), ("cols", "<u4"),
@@ -133,10 +134,12 @@ class Batch:
         self.slots = DeviceArray.zeros((len(work), MAP_BYTES), np.uint8)
         self.grid = len(work)
         self.launch = prog[name]
-        self.tmpl = px.TensorMapSpec.from_array(pairs[0][0], (BOX[1], BOX[0]))    # any tensor's map will do
+        self.tmpl = px.TensorMapSpec.from_array(pairs[0][0], box[::-1])    # any tensor's map will do
+        self.shared = self.launch.shared_bytes_for(ctas_per_sm) if ctas_per_sm else None
 
     def __call__(self, a, stream=None):
-        self.launch(self.tmpl, self.desc, self.work, self.slots, a, grid=self.grid, block=THREADS, stream=stream)
+        self.launch(self.tmpl, self.desc, self.work, self.slots, a, grid=self.grid, block=THREADS,
+                    shared_bytes=self.shared, stream=stream)
 
 
 def random_shapes(rng, n, rows=(64, 2048), cols=(64, 4096)):
