@@ -26,7 +26,7 @@ def spec(rows, cols, box=BOX):
     return px.TensorMapSpec.tiled_for((rows, cols), "bf16", (box[1], box[0]))
 
 
-def build(box=BOX, stages=STAGES, order="cyclic", warps=CONSUMER_WARPS, name="pipe_axpy"):
+def build(box=BOX, stages=STAGES, warps=CONSUMER_WARPS, name="pipe_axpy"):
     tile = box[0] * box[1] * 2
     chunks = tile // 16                                   # 16-byte chunks per operand tile
     per_row = box[0] * 2 // 16                            # chunks per tile row
@@ -47,7 +47,7 @@ def build(box=BOX, stages=STAGES, order="cyclic", warps=CONSUMER_WARPS, name="pi
         with k.if_(k.setp("eq", warp, 0)):
             with k.elect_one():                           # the producer: x and y tiles into one stage
                 cur = ring.cursor()
-                with persistent(k, ntiles, order) as t:
+                with persistent(k, ntiles) as t:
                     ring.producer_acquire(cur)
                     ring.producer_arm(cur, 2 * tile)
                     xy = tile_coords(k, t, across, box)
@@ -57,7 +57,7 @@ def build(box=BOX, stages=STAGES, order="cyclic", warps=CONSUMER_WARPS, name="pi
         with k.else_():                                   # the consumers: 128 threads compute and store
             me = k.sub(k.tid_x(), 32)
             cur = ring.cursor()
-            with persistent(k, ntiles, order) as t:
+            with persistent(k, ntiles) as t:
                 col0, row0 = tile_coords(k, t, across, box)
                 corner = k.add(y, k.cvt(px.u64, k.mad(row0, pitch, k.shl(col0, 1))))
                 ring.consumer_wait(cur)

@@ -28,8 +28,7 @@ def spec(rows, cols, box=BOX, address=0):
     return px.TensorMapSpec.tiled_for((rows, cols), "bf16", (box[1], box[0]), address=address)
 
 
-def build(box=BOX, stages=STAGES, depth=DEPTH, hint=None, order="cyclic", name="pipe_copy"):
-    """The copy kernel; `hint` (e.g. "L2::evict_first") is an L2 cache policy for its loads and stores."""
+def build(box=BOX, stages=STAGES, depth=DEPTH, name="pipe_copy"):
     tile_bytes = box[0] * box[1] * 2
     with px.kernel(name, reqntid=64) as k:
         src = k.param_tensormap("src", spec(4096, 4096, box))
@@ -41,22 +40,19 @@ def build(box=BOX, stages=STAGES, depth=DEPTH, hint=None, order="cyclic", name="
         with k.if_(k.setp("eq", k.warp_idx(), 0)):
             with k.elect_one():                              # the producer: TMA loads into the ring
                 cur = ring.cursor()
-                policy = k.createpolicy_fractional(hint) if hint else None
-                with persistent(k, ntiles, order) as tile:
+                with persistent(k, ntiles) as tile:
                     ring.producer_acquire(cur)
                     ring.producer_arm(cur, tile_bytes)
                     k.cp_async_bulk_tensor(ring.buffer(cur), src, tile_coords(k, tile, across, box),
-                                           mbar=ring.full(cur), cache_hint=policy)
+                                           mbar=ring.full(cur))
                     cur.advance()
         with k.else_():
             with k.elect_one():                              # the storer: TMA stores out of the ring
                 cur = ring.cursor()
                 drain = StoreDrain(ring, depth)
-                policy = k.createpolicy_fractional(hint) if hint else None
-                with persistent(k, ntiles, order) as tile:
+                with persistent(k, ntiles) as tile:
                     ring.consumer_wait(cur)
-                    k.cp_async_bulk_tensor(dst, ring.buffer(cur), tile_coords(k, tile, across, box),
-                                           cache_hint=policy)
+                    k.cp_async_bulk_tensor(dst, ring.buffer(cur), tile_coords(k, tile, across, box))
                     k.cp_async_bulk_commit_group()
                     drain.committed()
                     cur.advance()

@@ -37,9 +37,8 @@ def tiles_per_cta(row):
     return 1 if stage >= STAGE else max(1, 65536 // stage)
 
 
-def build(row=ROW, depth=1, ring_bytes=None, hint=None, name="pipe_gather"):
-    """The gather kernel for rows of `row` bytes (ring_bytes: ring_bytes_for(row)); `hint` (e.g.
-    "L2::evict_first") is an L2 cache policy for the table reads."""
+def build(row=ROW, depth=1, ring_bytes=None, name="pipe_gather"):
+    """The gather kernel for rows of `row` bytes (ring_bytes: ring_bytes_for(row))."""
     ring_bytes = ring_bytes or ring_bytes_for(row)
     if row % 16 or not 16 <= row <= ring_bytes // 2:
         raise px.DSLError(f"pipe_gather: row={row} bytes, expected a multiple of 16 from 16 to {ring_bytes // 2}")
@@ -55,7 +54,6 @@ def build(row=ROW, depth=1, ring_bytes=None, hint=None, name="pipe_gather"):
         lane = k.mov(sreg.laneid)
         with k.if_(k.setp("eq", k.warp_idx(), 0)):          # the producer warp
             cur = ring.cursor()
-            policy = k.createpolicy_fractional(hint) if hint else None
             mine = k.setp("lt", lane, g)                      # the lanes that copy a row
             with persistent(k, ntiles) as tile:
                 r = k.reg(px.u64)
@@ -68,7 +66,7 @@ def build(row=ROW, depth=1, ring_bytes=None, hint=None, name="pipe_gather"):
                 with k.if_(mine):
                     k.cp_async_bulk(ring.buffer(cur) if g == 1 else k.mad(lane, row, ring.buffer(cur)),
                                     k.mad(r, row, table), row, dst_space="shared::cluster", src_space="global",
-                                    mbar=ring.full(cur), cache_hint=policy)
+                                    mbar=ring.full(cur))
                 cur.advance()
         with k.else_():
             with k.elect_one():                               # the storer: one bulk store per stage
