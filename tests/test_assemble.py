@@ -161,13 +161,16 @@ def test_tma_module_sm90a():
     assert r.const_bytes > 0
 
 
+MAX_REGISTERS = {"pipe_splitsum": 96}      # 32 f32 accumulators per thread
+
+
 @pytest.mark.parametrize("name", sorted(p.stem for p in GOLDEN.glob("*.ptx")))
 def test_golden_kernels_assemble(name):
     out = assemble((GOLDEN / f"{name}.ptx").read_text(), "sm_90a")
     assert out.cubin.startswith(ELF_MAGIC)
     assert set(out.kernels) == {name}
     r = out.kernels[name]
-    assert 2 <= r.registers <= 64 and r.spill_stores == 0 and r.shared_bytes > 0
+    assert 2 <= r.registers <= MAX_REGISTERS.get(name, 64) and r.spill_stores == 0 and r.shared_bytes > 0
 
 
 def test_an_internal_compiler_error_is_told_apart_from_a_rule():

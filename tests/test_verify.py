@@ -1394,3 +1394,13 @@ def test_check_takes_a_builder_or_a_kernel_and_names_anything_else():
     with pytest.raises(px.DSLError, match=r"check\('k'\): expected a Kernel or a kernel builder") as e:
         check("k")
     assert e.value.loc.file == __file__
+
+
+def test_a_shift_by_a_negative_constant_is_no_internal_error():
+    """shl.b32 by an s32 register holding -1 (a shift past the width: 0): the facts of the result are unknown,
+    not a ValueError from inside the verifier (found by the .ptxd round trip's random kernels)."""
+    with px.kernel("k") as k:
+        p = k.param_ptr("p")
+        s = k.shl(k.mov(-1, px.s32), k.mov(-1, px.s32))
+        k.st(px.s32, p, s)
+    assert check(k) == []

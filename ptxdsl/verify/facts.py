@@ -380,7 +380,7 @@ def binary(name: str, a: Val, b: Val, bits: int, const=None) -> Val:
         res = _res_add(a.res, b.res, -1)
     elif name == "mul":
         res = _res_mul(a.res, b.res)
-    elif name == "shl" and b.const is not None:
+    elif name == "shl" and b.const is not None and b.const >= 0:       # (negative: a shift past the width)
         res = _res_mul(a.res, imm_val(1 << min(b.const, RESIDUE_BITS), RESIDUE_BITS).res)
     elif name == "and" and b.const is not None:
         res = _res_and(a.res, b.const % (1 << bits))
