@@ -219,11 +219,11 @@ def _check_im2col(spec) -> None:
             raise _broken(spec, f"len({name})", str(len(corner)), "corner-count",
                           f"{name} has rank-2 = {n} entries (W first)")
         _each_in(spec, name, corner, lo, hi, "corner-range", f"a rank-{spec.rank} im2col corner offset is {lo}..{hi}")
-    for i in range(n):
-        extent = spec.dims[i + 1] + spec.upper_corner[i] - spec.lower_corner[i]
+    for i, d in enumerate(pixels):             # the pixel dimensions as the driver counts them (see above)
+        extent = spec.dims[d] + spec.upper_corner[i] - spec.lower_corner[i]
         if extent < 1:
             raise _broken(spec, f"upper_corner[{i}]", f"{spec.upper_corner[i]} (extent {extent})", "im2col-area",
-                          f"dims[{i + 1}] + upper_corner[{i}] - lower_corner[{i}] >= 1 (a non-zero pixel box area)")
+                          f"dims[{d}] + upper_corner[{i}] - lower_corner[{i}] >= 1 (a non-zero pixel box area)")
     for name, top in (("channels_per_pixel", MAX_CHANNELS_PER_PIXEL), ("pixels_per_column", MAX_PIXELS_PER_COLUMN)):
         v = getattr(spec, name)
         if not _is_int(v) or not 1 <= v <= top:

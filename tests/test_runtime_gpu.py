@@ -558,6 +558,16 @@ def boundary_cases(ptr: int):
                    replace(base, channels_per_pixel=cpp, pixels_per_column=ppc))
         for swz in ("32B", "64B", "128B"):
             yield f"im2col rank {rank} swizzle {swz}", replace(base, swizzle=swz)
+        for i in range(rank - 2):                      # the pixel box area of each pixel dimension at 0 and 1,
+            for il in ("none", "16B"):                 # counted from dims[0] in an interleaved map
+                first = 0 if il == "16B" else 1
+                for extent in (0, 1):
+                    dims = list(base.dims)
+                    dims[first + i] = 1
+                    lower = tuple(1 - extent if j == i else 0 for j in range(rank - 2))
+                    yield (f"im2col rank {rank} interleave {il} pixel dim {i} extent={extent}",
+                           replace(base, dims=tuple(dims), strides=_c_strides(dims, 2), interleave=il,
+                                   channels_per_pixel=8 if il == "16B" else 32, lower_corner=lower))
         for il in ("none", "16B"):                     # pixel dimensions are < 2^31, the others are not
             for i in range(rank):
                 for v in (2**31 - 1, 2**31):

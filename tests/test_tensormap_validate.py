@@ -133,6 +133,11 @@ RULES = [
      "corner-range", "lower_corner[2]=16", "-16..15"),
     ("im2col-area", replace(IM2COL, lower_corner=(0, 0), upper_corner=(-16, 0)), "im2col-area",
      "upper_corner[0]=-16 (extent 0)", "non-zero pixel box area"),
+    # interleaved: the pixel dimensions are dims[0..rank-3] (seen on the H200: the driver refused this map)
+    ("im2col-area-interleaved", TensorMapSpec(dtype="bf16", dims=(1, 1, 2, 1), strides=(16, 16, 32), box=(),
+                                              interleave="16B", swizzle="128B", kind="im2col", lower_corner=(0, 1),
+                                              upper_corner=(0, 0), channels_per_pixel=8, pixels_per_column=1),
+     "im2col-area", "upper_corner[1]=0 (extent 0)", "dims[1] + upper_corner[1]"),
     ("channels-0", replace(IM2COL, channels_per_pixel=0), "channels-per-pixel", "channels_per_pixel=0", "1..256"),
     ("channels-257", replace(IM2COL, channels_per_pixel=257), "channels-per-pixel", "channels_per_pixel=257"),
     ("pixels-0", replace(IM2COL, pixels_per_column=0), "pixels-per-column", "pixels_per_column=0", "1..1024"),
