@@ -11,7 +11,7 @@ CTAS_PER_SM CTAs on an SM. On the H200 one tile per CTA, four CTAs per SM ran fa
 import numpy as np
 
 import ptxdsl as px
-from ptxdsl.pipeline import Ring, persistent, tile_coords
+from ptxdsl.pipeline import Ring, launch_shape, persistent, tile_coords
 from tile_common import random_bf16
 
 BOX = (256, 16)                   # (columns, rows): 8 KiB of bf16 per operand
@@ -93,15 +93,12 @@ def launcher(prog, rows, cols, box=BOX, tiles_per_cta=TILES_PER_CTA, ctas_per_sm
              warps=CONSUMER_WARPS, name="pipe_axpy"):
     """A function (a, x_map, y_map, y, stream=None) computing y = a*x + y on a rows x cols matrix:
     tiles_per_cta tiles per CTA (None: a persistent grid, one CTA per SM), at most ctas_per_sm CTAs per SM."""
-    from ptxdsl.runtime import current_device
-
     if rows % box[1] or cols % box[0]:
         raise ValueError(f"pipe_axpy: {rows}x{cols} is not a whole number of {box[1]}x{box[0]} tiles")
     across = cols // box[0]
     ntiles = across * (rows // box[1])
     launch = prog[name]
-    grid = min(ntiles, current_device().sm_count) if tiles_per_cta is None else -(-ntiles // tiles_per_cta)
-    shared = launch.shared_bytes_for(ctas_per_sm) if ctas_per_sm else None
+    grid, shared = launch_shape(launch, ntiles, tiles_per_cta, ctas_per_sm)
 
     def run(a, x_map, y_map, y, stream=None):
         launch(x_map, y_map, y, a, cols * 2, ntiles, across, grid=grid, block=32 * (1 + warps),

@@ -13,7 +13,7 @@ persistent grid of one CTA per SM walking an 8-stage ring)."""
 import numpy as np
 
 import ptxdsl as px
-from ptxdsl.pipeline import Ring, StoreDrain, persistent, tile_coords
+from ptxdsl.pipeline import Ring, StoreDrain, launch_shape, persistent, tile_coords
 from tile_common import random_bf16
 
 BOX = (256, 16)           # (columns, rows) of a tile: 8 KiB of bf16
@@ -66,15 +66,12 @@ KERNEL = build()
 def launcher(prog, rows, cols, box=BOX, tiles_per_cta=TILES_PER_CTA, ctas_per_sm=CTAS_PER_SM, name="pipe_copy"):
     """A function (src_map, dst_map, stream=None) copying a rows x cols matrix: tiles_per_cta tiles per CTA
     (None: a persistent grid, one CTA per SM), at most ctas_per_sm CTAs per SM (None: as many as fit)."""
-    from ptxdsl.runtime import current_device
-
     if rows % box[1] or cols % box[0]:
         raise ValueError(f"pipe_copy: {rows}x{cols} is not a whole number of {box[1]}x{box[0]} tiles")
     across = cols // box[0]
     ntiles = across * (rows // box[1])
     launch = prog[name]
-    grid = min(ntiles, current_device().sm_count) if tiles_per_cta is None else -(-ntiles // tiles_per_cta)
-    shared = launch.shared_bytes_for(ctas_per_sm) if ctas_per_sm else None
+    grid, shared = launch_shape(launch, ntiles, tiles_per_cta, ctas_per_sm)
 
     def run(src_map, dst_map, stream=None):
         launch(src_map, dst_map, ntiles, across, grid=grid, block=64, shared_bytes=shared, stream=stream)

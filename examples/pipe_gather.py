@@ -14,7 +14,7 @@ import numpy as np
 
 import ptxdsl as px
 from ptxdsl import sreg
-from ptxdsl.pipeline import Ring, StoreDrain, persistent
+from ptxdsl.pipeline import Ring, StoreDrain, launch_shape, persistent
 
 ROW = 1024                 # bytes per row (a multiple of 16)
 STAGE = 16384              # bytes per ring stage, at most
@@ -89,15 +89,13 @@ KERNEL = build()
 def launcher(prog, n, row=ROW, tiles=None, name="pipe_gather"):
     """A function (table, index, out, stream=None) gathering `n` rows of `row` bytes, `tiles` stages per CTA
     (default tiles_per_cta(row); 0: a persistent grid, one CTA per SM)."""
-    from ptxdsl.runtime import current_device
-
     g = rows_per_stage(row)
     if n % g:
         raise ValueError(f"pipe_gather: {n} rows are not a whole number of {g}-row stages")
     ntiles = n // g
     tiles = tiles_per_cta(row) if tiles is None else tiles
-    grid = min(ntiles, current_device().sm_count) if tiles == 0 else -(-ntiles // tiles)
     launch = prog[name]
+    grid, _ = launch_shape(launch, ntiles, None if tiles == 0 else tiles)
 
     def run(table, index, out, stream=None):
         launch(table, index, out, ntiles, grid=grid, block=64, stream=stream)

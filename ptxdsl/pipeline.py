@@ -193,3 +193,14 @@ def tile_coords(k, tile, tiles_per_row, box):
     row = k.div(tile, tiles_per_row)
     col = k.sub(tile, k.mul(row, tiles_per_row))
     return k.mul(col, box[0]), k.mul(row, box[1])
+
+
+def launch_shape(launch, ntiles: int, tiles_per_cta=1, ctas_per_sm=None) -> tuple:
+    """(grid, shared_bytes) to launch a kernel whose CTAs take their tiles through `persistent`: `tiles_per_cta`
+    of the `ntiles` each (None: a persistent grid of one CTA per SM), with at most `ctas_per_sm` CTAs on an SM
+    (None: as many as fit; `Launcher.shared_bytes_for`). `launch` is the compiled kernel, `prog[name]`."""
+    if tiles_per_cta is None:
+        grid = min(ntiles, launch.device.sm_count)
+    else:
+        grid = -(-ntiles // tiles_per_cta)
+    return max(grid, 1), (launch.shared_bytes_for(ctas_per_sm) if ctas_per_sm else None)

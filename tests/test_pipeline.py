@@ -143,3 +143,19 @@ def test_the_cursor_advances_without_a_branch():
     body = text[text.index("mov.u32 %r1, 0;"):]
     assert "bra" not in body.split("ret;")[0]
     assert "setp.eq.u32" in body and "selp.u32" in body and "xor.b32" in body
+
+
+def test_launch_shape_turns_tiles_per_cta_into_a_grid():
+    from ptxdsl.pipeline import launch_shape
+
+    class Launch:                         # what launch_shape reads of prog[name]
+        device = type("Device", (), {"sm_count": 132})()
+
+        def shared_bytes_for(self, n):
+            return 233472 // n
+
+    assert launch_shape(Launch(), 1000) == (1000, None)
+    assert launch_shape(Launch(), 1000, 3) == (334, None)
+    assert launch_shape(Launch(), 1000, None) == (132, None)
+    assert launch_shape(Launch(), 100, None) == (100, None)
+    assert launch_shape(Launch(), 1000, 1, ctas_per_sm=4) == (1000, 58368)
