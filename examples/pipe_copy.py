@@ -43,8 +43,8 @@ def build(box=BOX, stages=STAGES, depth=DEPTH, name="pipe_copy"):
                 with persistent(k, ntiles) as tile:
                     ring.producer_acquire(cur)
                     ring.producer_arm(cur, tile_bytes)
-                    k.cp_async_bulk_tensor(ring.buffer(cur), src, tile_coords(k, tile, across, box),
-                                           mbar=ring.full(cur))
+                    xy = tile_coords(k, tile, across, box)
+                    k.cp_async_bulk_tensor(ring.buffer(cur), src, xy, mbar=ring.full(cur))
                     cur.advance()
         with k.else_():
             with k.elect_one():                              # the storer: TMA stores out of the ring
@@ -52,7 +52,8 @@ def build(box=BOX, stages=STAGES, depth=DEPTH, name="pipe_copy"):
                 drain = StoreDrain(ring, depth)
                 with persistent(k, ntiles) as tile:
                     ring.consumer_wait(cur)
-                    k.cp_async_bulk_tensor(dst, ring.buffer(cur), tile_coords(k, tile, across, box))
+                    xy = tile_coords(k, tile, across, box)
+                    k.cp_async_bulk_tensor(dst, ring.buffer(cur), xy)
                     k.cp_async_bulk_commit_group()
                     drain.committed()
                     cur.advance()

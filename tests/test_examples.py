@@ -13,9 +13,9 @@ from ptxdsl.cli import load_kernels
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).resolve().parent / "golden"
-# the tma_* examples have .ptxd twins (tests/test_lang.py); tensormap_replace has none: the .ptxd language cannot
-# name a tensor map held in a register (px.TensorMapRef) as a copy's tensor operand; the pipe_* kernels are built
-# with ptxdsl.pipeline, a Python library the language has no counterpart of
+# the tma_* examples and pipe_copy have .ptxd twins (tests/test_lang.py); tensormap_replace and pipe_varlen have
+# none: the .ptxd language cannot name a tensor map held in a register (px.TensorMapRef) as a copy's tensor operand;
+# the other pipe_* kernels are built with ptxdsl.pipeline and are shown in Python only
 EXAMPLES = sorted(p.stem for p in (ROOT / "examples").glob("tma_*.py")) + ["tensormap_replace"] + sorted(
     p.stem for p in (ROOT / "examples").glob("pipe_*.py"))
 # the lowest target an example needs, when it is not sm_90 / PTX 8.0 (.multicast::cluster is an sm_90a form,

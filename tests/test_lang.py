@@ -41,7 +41,7 @@ from ptxdsl.verify import RULES
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
-TWINS = sorted(p.stem for p in EXAMPLES.glob("tma_*.py"))
+TWINS = sorted(p.stem for p in EXAMPLES.glob("*.py") if p.with_suffix(".ptxd").exists())
 PTXD_EXAMPLES = sorted(p.stem for p in EXAMPLES.glob("*.ptxd"))
 
 
@@ -132,7 +132,7 @@ def assert_round_trip(k, verify=True):
 @pytest.mark.parametrize("name", TWINS)
 def test_example_twin_emits_byte_identical_ptx(name):
     (k,) = lang.load(EXAMPLES / f"{name}.ptxd")
-    twin = importlib.import_module(name).k
+    twin = importlib.import_module(name).KERNEL
     assert ptx_of(k) == ptx_of(twin)
     assert structure(k) == structure(twin.finish())
 

@@ -9,7 +9,8 @@ import pytest
 
 from example_child import run_example
 
-EXAMPLES = sorted(p.stem for p in (Path(__file__).resolve().parent.parent / "examples").glob("tma_*.py"))
+EXAMPLES = sorted(p.stem for p in (Path(__file__).resolve().parent.parent / "examples").glob("*.py")
+                  if p.with_suffix(".ptxd").exists())
 
 
 @pytest.mark.gpu
