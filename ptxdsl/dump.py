@@ -3,7 +3,6 @@ SASS when nvdisasm is installed), NAME being its kernels' names and HASH the PTX
 dump switches."""
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from pathlib import Path
@@ -22,6 +21,8 @@ def dump_dir() -> Path | None:
 
 def stem(kernels, ptx_text: str) -> str:
     """NAME-HASH: the kernels' names joined by '+' (at most 80 characters) and 16 hex digits of the PTX's SHA-256."""
+    import hashlib                  # here, not at import: loading OpenSSL costs ~3 ms of every first compile
+
     name = _UNSAFE.sub("_", "+".join(kernels))[:80] or "module"
     return f"{name}-{hashlib.sha256(ptx_text.encode()).hexdigest()[:16]}"
 

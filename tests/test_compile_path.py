@@ -128,6 +128,20 @@ def test_import_ptxdsl_loads_nothing_heavy():
     assert out.stdout.strip() == "[]"
 
 
+COMPILE_IMPORTS = textwrap.dedent("""
+    import sys
+    import ptxdsl.program, ptxdsl.cubin, ptxdsl.dump, ptxdsl.runtime
+    print("hashlib" in sys.modules)
+""")
+
+
+def test_the_jit_compile_path_imports_no_hashlib():
+    """px.compile with the driver JIT (the default) imports what Program needs; hashlib (it loads OpenSSL: about
+    3 ms of a first compile on the development machine) only when a cubin is cached or a module dumped."""
+    out = subprocess.run([sys.executable, "-c", COMPILE_IMPORTS], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "False"
+
+
 def test_lazy_public_names():
     import ptxdsl
 
