@@ -107,38 +107,55 @@ class _Load:
 def ring_findings(kernel, params=None, block=None, maps=None, effects=None, grid=None, budget=STEP_BUDGET) -> list:
     """What the run finds (empty when it gives up). `params` (name -> int) and `block` are a launch's; `maps`
     (name -> TensorMapSpec) the maps it binds; `effects` ({statement: its effects}, as Facts.effects keeps them)
-    spares working them out again."""
+    spares working them out again. The run the verifier makes (no launch values) also leaves on the kernel what
+    `ring_depends_on_params` would work out, so that a first launch need not run it again."""
     fx = Effects(effects or ())
+    plain = params is None and block is None and maps is None and grid is None and budget == STEP_BUDGET
     if not _has_waits(kernel, fx):
+        if plain:
+            kernel.__dict__["ring_depends"] = ()
         return []
     run = _Run(kernel, params, block, maps, fx, grid)
     run.budget = budget
+    gave_up = False
     try:
         run.go()
+        found = run.verdict()
     except _Budget:
-        return list(run.found.values())
+        gave_up, found = True, list(run.found.values())
     except _GiveUp:
-        return []
+        gave_up, found = True, []
     except _Stop:
-        return list(run.found.values())
-    return run.verdict()
+        found = list(run.found.values())
+    if plain:
+        kernel.__dict__["ring_depends"] = _depends(kernel, run, gave_up)
+    return found
 
 
 def ring_depends_on_params(kernel) -> tuple:
     """The scalar parameters (names) to run again with at launch: all of them when the run without them
     gives up (or does not know the block's size), else ()."""
+    known = getattr(kernel, "__dict__", {}).get("ring_depends")
+    if known is not None:
+        return known
     fx = Effects()
     if not _has_waits(kernel, fx):
         return ()
-    names = tuple(p.name for p in kernel.params if p.kind == "scalar")
     run = _Run(kernel, None, None, None, fx)
     try:
         run.go()
     except _GiveUp:
-        return names + (("block",) if run.block is None else ()) if (names or run.block is None) else ()
+        return _depends(kernel, run, True)
     except _Stop:
         pass
     return ()
+
+
+def _depends(kernel, run, gave_up: bool) -> tuple:
+    names = tuple(p.name for p in kernel.params if p.kind == "scalar")
+    if not gave_up:
+        return ()
+    return names + (("block",) if run.block is None else ()) if (names or run.block is None) else ()
 
 
 class Effects(dict):
