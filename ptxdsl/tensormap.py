@@ -51,8 +51,11 @@ MAX_BOX_BYTES = 228 * 1024          # largest box the driver encodes (measured: 
 MAX_IM2COL_SPATIAL = 2**31 - 1      # im2col W/H/D extents (measured: H200, driver 580; not in cuda.h)
 TENSORMAP_MIN_CC = (9, 0)
 SWIZZLE_MIN_CC = {"128B_atom_32B": (10, 0), "128B_atom_32B_flip_8B": (10, 0), "128B_atom_64B": (10, 0)}
-# Documented rules that validate() enforces but the driver (580, on an H200) lets through.
-STRICTER_THAN_DRIVER = frozenset({"tensormap.stride-overlap", "tensormap.interleave-swizzle"})
+# Rules that validate() enforces but the driver (580, on an H200) lets through: documented ones, and im2col pixel
+# dimensions of 2^31 or more, which the driver accepts only where dims + upper_corner wraps around in 32 bits
+# (2^32-1 with upper_corner 2: seen on the H200).
+STRICTER_THAN_DRIVER = frozenset({"tensormap.stride-overlap", "tensormap.interleave-swizzle",
+                                  "tensormap.im2col-spatial-range"})
 
 _SCALAR_TO_DTYPE = {"u8": "u8", "b8": "u8", "s8": "u8", "u16": "u16", "b16": "u16", "s16": "u16",
                     "u32": "u32", "b32": "u32", "s32": "s32", "u64": "u64", "b64": "u64", "s64": "s64",
@@ -220,6 +223,10 @@ def _check_im2col(spec) -> None:
                           f"{name} has rank-2 = {n} entries (W first)")
         _each_in(spec, name, corner, lo, hi, "corner-range", f"a rank-{spec.rank} im2col corner offset is {lo}..{hi}")
     for i, d in enumerate(pixels):             # the pixel dimensions as the driver counts them (see above)
+        if spec.dims[d] + spec.upper_corner[i] > MAX_IM2COL_SPATIAL:
+            raise _broken(spec, f"upper_corner[{i}]", f"{spec.upper_corner[i]} (dims[{d}] + upper_corner[{i}] = "
+                          f"{spec.dims[d] + spec.upper_corner[i]})", "im2col-extent-range",
+                          f"dims[{d}] + upper_corner[{i}] <= 2^31-1 (the driver adds them in signed 32 bits)")
         extent = spec.dims[d] + spec.upper_corner[i] - spec.lower_corner[i]
         if extent < 1:
             raise _broken(spec, f"upper_corner[{i}]", f"{spec.upper_corner[i]} (extent {extent})", "im2col-area",

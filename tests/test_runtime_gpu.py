@@ -568,6 +568,18 @@ def boundary_cases(ptr: int):
                     yield (f"im2col rank {rank} interleave {il} pixel dim {i} extent={extent}",
                            replace(base, dims=tuple(dims), strides=_c_strides(dims, 2), interleave=il,
                                    channels_per_pixel=8 if il == "16B" else 32, lower_corner=lower))
+        if rank == 3:                                  # dims + upper_corner in signed 32 bits (2^32-1 + 2 wraps to
+            for il, d in (("none", 1), ("16B", 0)):    # 1: the driver accepts it, validate() does not)
+                for v, lo, up in ((2**31 - 1, 0, 0), (2**31 - 1, 0, 1), (2**31 - 1, 1, 0), (2**31 - 1, -1, 0),
+                                  (2**31, 0, 0), (2**31, 1, 0), (2**32 - 1, 0, 1), (2**32 - 1, 0, 2)):
+                    dims = [8, 1, 1]
+                    dims[d] = v
+                    strides = (2**33, 2**33) if il == "16B" else (16, 16 * v)
+                    yield (f"im2col rank 3 interleave {il} dims[{d}]={v} corners {lo}..{up}",
+                           TensorMapSpec(dtype="bf16", dims=tuple(dims), strides=strides, box=(), kind="im2col",
+                                         interleave=il, swizzle="128B" if il == "16B" else "none", lower_corner=(lo,),
+                                         upper_corner=(up,), channels_per_pixel=8, pixels_per_column=1,
+                                         global_address=ptr))
         for il in ("none", "16B"):                     # pixel dimensions are < 2^31, the others are not
             for i in range(rank):
                 for v in (2**31 - 1, 2**31):

@@ -138,6 +138,12 @@ RULES = [
                                               interleave="16B", swizzle="128B", kind="im2col", lower_corner=(0, 1),
                                               upper_corner=(0, 0), channels_per_pixel=8, pixels_per_column=1),
      "im2col-area", "upper_corner[1]=0 (extent 0)", "dims[1] + upper_corner[1]"),
+    # the driver adds a pixel dimension and its upper corner in signed 32 bits (seen on the H200: 2^31-1 with
+    # upper_corner 1 refused, with lower_corner -1 accepted)
+    ("im2col-extent-range", TensorMapSpec(dtype="bf16", dims=(8, 2**31 - 1, 1), strides=(16, 2**35), box=(),
+                                          kind="im2col", lower_corner=(0,), upper_corner=(1,), channels_per_pixel=8,
+                                          pixels_per_column=1),
+     "im2col-extent-range", "upper_corner[0]=1 (dims[1] + upper_corner[0] = 2147483648)", "signed 32 bits"),
     ("channels-0", replace(IM2COL, channels_per_pixel=0), "channels-per-pixel", "channels_per_pixel=0", "1..256"),
     ("channels-257", replace(IM2COL, channels_per_pixel=257), "channels-per-pixel", "channels_per_pixel=257"),
     ("pixels-0", replace(IM2COL, pixels_per_column=0), "pixels-per-column", "pixels_per_column=0", "1..1024"),
@@ -159,7 +165,7 @@ def test_every_rule_is_tested():
                       "stride-align", "stride-overlap", "box-count", "box-range", "box-inner-bytes",
                       "swizzle-span", "interleave-swizzle", "element-stride-count", "element-stride-range",
                       "box-bytes", "oob-fill-float", "corner-count", "corner-range", "im2col-area",
-                      "channels-per-pixel", "pixels-per-column"}
+                      "im2col-extent-range", "channels-per-pixel", "pixels-per-column"}
 
 
 def test_indexed_fields_say_lists_are_innermost_first():
