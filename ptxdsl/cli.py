@@ -167,10 +167,54 @@ def cmd_check(args) -> int:
             print(f"{path}: {len(kernels)} kernel(s), PTX {ptx.target.version} {ptx.target.arch}; assembled for "
                   f"{_asm_arch(args)}:")
             print(res.report())
+            if args.launch is not None or args.grid is not None or args.block is not None:
+                for k in kernels:
+                    _check_launch(k, args)
         except PtxdslError as e:
             _error(e)
             failed += 1
     return 1 if failed else 0
+
+
+def _check_launch(k, args) -> None:
+    """ptxdsl.verify.check_launch with the command line's launch: --launch gives the scalar parameters
+    (name=value,...), maps keep their declared specs, pointers are not read; grid and block default to 1 and to
+    the kernel's .reqntid. Prints what it checked; a broken check raises its LaunchError."""
+    from .verify import check_launch
+
+    given = {}
+    for item in filter(None, (args.launch or "").split(",")):
+        name, sep, value = item.partition("=")
+        try:
+            given[name.strip()] = int(value, 0)
+        except ValueError:
+            raise FileError(f"--launch {item!r}: expected name=integer") from None
+    values = []
+    for p in k.params:
+        if p.kind == "scalar":
+            if p.name not in given:
+                raise FileError(f"kernel {k.name!r}: --launch gives no value for its parameter {p.name!r}")
+            values.append(given[p.name])
+        else:
+            values.append(getattr(p, "tmap", None) if p.kind == "tensormap" else 0)
+    reqntid = k.directives.get("reqntid")
+    block = _dims(args.block, "--block") if args.block else (tuple(reqntid) if reqntid else None)
+    if block is None:
+        raise FileError(f"kernel {k.name!r} declares no .reqntid: give --block")
+    grid = _dims(args.grid, "--grid") if args.grid else (1, 1, 1)
+    check_launch(k, tuple(values), grid=grid, block=block)
+    shown = ", ".join(f"{n}={v}" for n, v in given.items())
+    print(f"{k.name}: launch checks hold for {shown or 'no scalar arguments'}, grid={grid}, block={block}")
+
+
+def _dims(text: str, what: str) -> tuple:
+    try:
+        dims = tuple(int(x, 0) for x in text.split(","))
+    except ValueError:
+        raise FileError(f"{what} {text!r}: expected up to three integers, comma-separated") from None
+    if not 1 <= len(dims) <= 3 or min(dims) < 1:
+        raise FileError(f"{what} {text!r}: expected up to three positive integers, comma-separated")
+    return dims + (1,) * (3 - len(dims))
 
 
 def cmd_run(args) -> int:
@@ -308,6 +352,12 @@ def main(argv=None) -> int:
             p.add_argument("--line-info", action="store_true",
                            help=".file/.loc directives mapping the code to its source lines (profilers, debuggers"
                            "; `sass` interleaves them)")
+        if name == "check":
+            p.add_argument("--launch", metavar="NAME=VALUE,...",
+                           help="also run the launch checks with these scalar arguments (maps keep their declared "
+                           "specs): the run of the CTA's threads with the loop bounds and grid of a real launch")
+            p.add_argument("--grid", metavar="X[,Y,Z]", help="the launch's grid for --launch (default 1)")
+            p.add_argument("--block", metavar="X[,Y,Z]", help="the launch's block for --launch (default .reqntid)")
         if name == "run":
             p.add_argument("--emit-only", action="store_true",
                            help="emit and assemble only; run nothing (exit 0 without a GPU)")

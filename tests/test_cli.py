@@ -100,6 +100,40 @@ def test_check_clean_example(capsys):
     assert "assembled for sm_90a" in capsys.readouterr().out
 
 
+RING_BYTES = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {tests!r})
+    from test_pipeline import copy_kernel
+    BAD = copy_kernel("bytes")                  # arms half of each tile's bytes
+""")
+
+
+def test_check_runs_the_launch_checks_with_the_given_launch(tmp_path, capsys):
+    """A persistent ring whose mistake only a launch shows: `check --launch` finds it without a GPU, and
+    passes the correct example with the same launch."""
+    bad = tmp_path / "ring.py"
+    bad.write_text(RING_BYTES.format(tests=str(ROOT / "tests")))
+    assert main(["check", str(bad)]) == 0                  # the build alone cannot tell
+    capsys.readouterr()
+    assert main(["check", str(bad), "--launch", "ntiles=20,tiles_per_row=16", "--grid", "2"]) == 1
+    err = capsys.readouterr().err
+    assert "expect-tx-mismatch: kernel 'copy' launched with ntiles=20, tiles_per_row=16, grid=(2, 1, 1)" in err
+    assert main(["check", str(EX / "pipe_copy.py"), "--launch", "ntiles=200,tiles_per_row=16", "--grid", "8"]) == 0
+    assert ("pipe_copy: launch checks hold for ntiles=200, tiles_per_row=16, grid=(8, 1, 1), block=(64, 1, 1)"
+            in capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--launch", "ntiles=20"], "--launch gives no value for its parameter 'tiles_per_row'"),
+    (["--launch", "ntiles=x,tiles_per_row=1"], "--launch 'ntiles=x': expected name=integer"),
+    (["--launch", "ntiles=2,tiles_per_row=1", "--grid", "0"], "--grid '0': expected up to three positive integers"),
+    (["--launch", "ntiles=2,tiles_per_row=1", "--block", "1,2,3,4"], "--block '1,2,3,4': expected up to three"),
+])
+def test_check_launch_arguments_are_checked(argv, message, capsys):
+    assert main(["check", str(EX / "pipe_copy.py"), *argv]) == 1
+    assert message in capsys.readouterr().err
+
+
 def test_run_fails_when_nothing_ran_on_a_gpu(capsys):
     from ptxdsl.runtime.driver import driver_available
 
