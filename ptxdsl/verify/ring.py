@@ -28,6 +28,9 @@ reads it may overwrite. Rules:
   read: its bulk group not yet retired by wait_group.read, or retired where the writer has not seen it.
   (A refill by TMA load of such a slot is a refill-race.)
 
+The shared-memory side of the last three rules (what each class read and wrote, against loads in flight and
+stores still reading) is verify/races.py.
+
 Anything it cannot follow (a branch or loop bound on a value it does not know, hand-written branches, a
 multicast, remote barrier or state-token wait, more than MAX_CLASSES classes) ends the run without a finding;
 at the end of its step budget it ends with what it found on the way (a race it saw stands; a wait that would
@@ -44,12 +47,12 @@ from ..isa.effects import (Access, Arrive, AsyncRead, AsyncWrite, Barrier, Commi
                            Exit, ExpectTx, Init, Inval, Jump, Trap, Wait, WaitGroup, WarpSync)
 from .linear import flatten
 from .tensormaps import origins
-from .threads import PENDING, Affine, Sym, Threads, Values, describe, split
+from .races import SHARED, Races, _line, _slot
+from .threads import Sym, Threads, Values, describe, split
 
 STEP_BUDGET = 100_000           # class steps one run may take before it gives up
 LAUNCH_BUDGET = 30_000          # the same, for the run a launch check makes (a first launch waits for it)
 MAX_CLASSES = 64
-SHARED = ("shared", "shared::cta", "")
 WATCHED = (Init, Inval, Arrive, ExpectTx, CompleteTx, Wait, AsyncWrite, Barrier, Exit, Trap, Jump)
 BULK = (AsyncRead, CommitGroup, WaitGroup)      # a TMA store's read of shared memory and its bulk group
 FULL_MASK = 0xFFFFFFFF
@@ -239,7 +242,7 @@ def _relevant(kernel, fx) -> set:
     return need
 
 
-class _Run:
+class _Run(Races):
     def __init__(self, k, params, block, maps, fx, grid=None):
         self.k = k
         d = k.directives
@@ -595,69 +598,6 @@ class _Run:
         except (AttributeError, KeyError, ValueError, TypeError):
             return None, None
 
-    def access(self, th, s, e):
-        if e.space not in SHARED:
-            return
-        x = self.values.get(th, e.addr.base if isinstance(e.addr, Addr) else e.addr)
-        off = e.addr.offset if isinstance(e.addr, Addr) else 0
-        if type(x) is Affine:
-            if x.alloc is None:
-                return
-            alloc = x.alloc
-            lo, hi = x.bounds(th.tids)
-        elif type(x) is Sym:
-            alloc, lo, hi = x.alloc, x.off, x.off
-        elif type(x) is tuple and type(x[0]) is Sym:
-            alloc = x[0].alloc
-            offs = []
-            for a in x:
-                if type(a) is not Sym or a.alloc is not alloc:
-                    return
-                offs.append(a.off)
-            lo, hi = min(offs), max(offs)
-        else:
-            return
-        lo, hi = lo + off, hi + off + e.nbytes
-        clock = th.tick()
-        th.reads.append((alloc, lo, hi, clock, s, e.write))
-        self._against_loads(th, s, alloc, lo, hi, e.write)
-        if e.write:
-            self._against_stores(th, s, alloc, lo, hi)
-
-    def _against_stores(self, th, s, alloc, lo, hi):
-        """A write of [lo, hi) while a TMA store may still read it: its bulk group not yet retired by a
-        wait_group.read, or retired in a thread whose progress this one has not seen (an arrive -> wait)."""
-        for g in self.classes:
-            if g.state == "split":
-                continue
-            for r in g.reads:
-                if type(r) is not list or r[0] is not alloc or not (r[1] < hi and lo < r[2]):
-                    continue
-                if r[3] is PENDING if g is th else th.vc.get(g.id, -1) < r[3]:
-                    self._report("bulk-group-pending", f"{describe(th.tids)} write(s) {alloc.name}[{lo}:{hi}] here "
-                                 f"while the TMA store at line {_line(r[4])} ({describe(g.tids)}) may still be "
-                                 f"reading it: its bulk group is not retired by cp.async.bulk.wait_group.read, or "
-                                 f"nothing orders that retirement before this write", s, r[4])
-                    return
-
-    def store_read(self, th, s, e):
-        """A TMA store or bulk copy out of shared memory, through a bulk group: it reads its source from now until
-        a cp.async.bulk.wait_group{.read} retires the group, so a refill of that buffer before then (ordered
-        after an arrive that came too early) races it. A source the run cannot place is not followed."""
-        if e.bar is not None or th.n != 1:
-            return
-        x = self.values.get(th, e.src.base if isinstance(e.src, Addr) else e.src)
-        if type(x) is not Sym:
-            return
-        _, room = self._sizes(th, e)
-        if room is None:
-            return
-        lo = x.off + (e.src.offset if isinstance(e.src, Addr) else 0)
-        read = [x.alloc, lo, lo + room, PENDING, s, False]
-        th.reads.append(read)
-        th.open.append(read)
-        self._against_loads(th, s, x.alloc, lo, lo + room, False)
-
     def warp_sync(self, th, s, e):
         """bar.warp.sync with every lane: like bar.sync for the lanes of one warp. A class spanning several warps
         is parted into one class per warp; each waits until its warp's lanes (whatever classes hold them) are all
@@ -670,40 +610,6 @@ class _Run:
             mine, th = self._split(th, tuple(t // 32 == w for t in th.tids))
             mine.state, mine.at = "bar", (s, ("warp", w), min(32, total - 32 * w))
         th.state, th.at = "bar", (s, ("warp", warps[-1]), min(32, total - 32 * warps[-1]))
-
-    def commit_group(self, th, s, e):
-        th.groups.append(th.open)
-        th.open = []
-
-    def wait_group(self, th, s, e):
-        """The oldest groups, all but e.n, are done reading: their reads now have this thread's clock."""
-        while len(th.groups) > e.n:
-            clock = th.tick()
-            for read in th.groups.pop(0):
-                read[3] = clock
-
-    def _against_loads(self, th, s, alloc, lo, hi, write):
-        """A read (or write) of [lo, hi) of `alloc` while a TMA load into it may still be in flight."""
-        for ld in self.loads:
-            if ld.alloc is not alloc or not (ld.lo < hi and lo < ld.hi) or ld.key.alloc not in self.ring:
-                continue
-            seen = th.vc.get(("bar", ld.key), -1)
-            if seen >= ld.phase:
-                continue
-            verb = "write" if write else "read"
-            if seen == ld.phase - 1 and ld.phase > 0:
-                # they are still on the slot's previous data, and the refill is already on its way
-                self._report("refill-race", f"{describe(ld.issuer)} start(s) a TMA load into {alloc.name}"
-                             f"[{ld.lo}:{ld.hi}] here while {describe(th.tids)} may still {verb} it ({verb} at line "
-                             f"{_line(s)}): nothing orders that {verb} before this load (wait on the slot's empty "
-                             f"barrier, which every reader arrives on after reading, or bar.sync, before the "
-                             f"refill)", ld.stmt, s)
-            else:
-                self._report("tma-load-race", f"{describe(th.tids)} {verb}(s) {alloc.name}[{lo}:{hi}] here while the "
-                             f"TMA load at line {_line(ld.stmt)} into it may still be in flight: they have not "
-                             f"waited for phase {ld.phase} of mbarrier {_slot(ld.key)}, which it completes on", s,
-                             ld.stmt)
-            break
 
     def barrier(self, th, s, e):
         """bar.sync / barrier.cluster.wait: block until every live thread (or `count` threads) is there. The
@@ -824,20 +730,6 @@ class _Run:
 
     # ------------------------------------------------------------------------------ races
 
-    def _refill_race(self, th, s, alloc, lo, hi):
-        for g in self.classes:
-            if g is th or g.state == "split":
-                continue
-            for a, l, h, clock, stmt, write in reversed(g.reads):
-                if a is alloc and l < hi and lo < h and th.vc.get(g.id, -1) < clock:
-                    verb = "write" if write else "read"
-                    self._report("refill-race", f"{describe(th.tids)} start(s) a TMA load into {alloc.name}"
-                                 f"[{lo}:{hi}] here while {describe(g.tids)} may still {verb} it ({verb} at line "
-                                 f"{_line(stmt)}): nothing orders that {verb} before this load (wait on the slot's "
-                                 f"empty barrier, which every reader arrives on after reading, or bar.sync, before "
-                                 f"the refill)", s, stmt)
-                    return
-
     def _report(self, rule, message, *stmts):
         key = (rule, stmts[0])
         if key not in self.found:
@@ -867,14 +759,6 @@ def _expects_first(stmts) -> list:
 
 def _signed(v, bits):
     return v - (1 << bits) if v >> (bits - 1) & 1 else v
-
-
-def _slot(key: Sym) -> str:
-    return f"{key.alloc.name}[{key.off // 8}]" if key.alloc.nbytes > 8 else key.alloc.name
-
-
-def _line(s) -> str:
-    return str(s.loc.line) if getattr(s, "loc", None) is not None else "?"
 
 
 _HANDLERS = {Init: _Run.init, Inval: _Run.inval, Arrive: _Run.arrive, ExpectTx: _Run.expect_tx,

@@ -1,0 +1,139 @@
+"""The run's shared-memory races (verify/ring.py): what each class of threads reads and writes of the ring's
+buffers, against the TMA loads in flight into them and the TMA stores still reading them.
+
+A class keeps its accesses as (alloc, lo, hi, clock, stmt, write); a TMA store's read (or a bulk copy's out of
+shared memory) is a list whose clock stays PENDING until a cp.async.bulk.wait_group retires its bulk group.
+Another class has seen an access when its knowledge of the accessing class (vector clocks, joined at arrive ->
+wait and at bar.sync) reaches the access's clock. Rules: refill-race, tma-load-race, bulk-group-pending.
+"""
+from __future__ import annotations
+
+from ..ir import Addr
+from .threads import PENDING, Affine, Sym, describe
+
+SHARED = ("shared", "shared::cta", "")
+
+
+class Races:
+    """The race handlers of _Run (verify/ring.py), which holds `classes`, `loads`, `ring`, `values` and reports
+    through `_report`."""
+
+    def access(self, th, s, e):
+        if e.space not in SHARED:
+            return
+        x = self.values.get(th, e.addr.base if isinstance(e.addr, Addr) else e.addr)
+        off = e.addr.offset if isinstance(e.addr, Addr) else 0
+        if type(x) is Affine:
+            if x.alloc is None:
+                return
+            alloc = x.alloc
+            lo, hi = x.bounds(th.tids)
+        elif type(x) is Sym:
+            alloc, lo, hi = x.alloc, x.off, x.off
+        elif type(x) is tuple and type(x[0]) is Sym:
+            alloc = x[0].alloc
+            offs = []
+            for a in x:
+                if type(a) is not Sym or a.alloc is not alloc:
+                    return
+                offs.append(a.off)
+            lo, hi = min(offs), max(offs)
+        else:
+            return
+        lo, hi = lo + off, hi + off + e.nbytes
+        clock = th.tick()
+        th.reads.append((alloc, lo, hi, clock, s, e.write))
+        self._against_loads(th, s, alloc, lo, hi, e.write)
+        if e.write:
+            self._against_stores(th, s, alloc, lo, hi)
+
+    def _against_loads(self, th, s, alloc, lo, hi, write):
+        """A read (or write) of [lo, hi) of `alloc` while a TMA load into it may still be in flight."""
+        for ld in self.loads:
+            if ld.alloc is not alloc or not (ld.lo < hi and lo < ld.hi) or ld.key.alloc not in self.ring:
+                continue
+            seen = th.vc.get(("bar", ld.key), -1)
+            if seen >= ld.phase:
+                continue
+            verb = "write" if write else "read"
+            if seen == ld.phase - 1 and ld.phase > 0:
+                # they are still on the slot's previous data, and the refill is already on its way
+                self._report("refill-race", f"{describe(ld.issuer)} start(s) a TMA load into {alloc.name}"
+                             f"[{ld.lo}:{ld.hi}] here while {describe(th.tids)} may still {verb} it ({verb} at line "
+                             f"{_line(s)}): nothing orders that {verb} before this load (wait on the slot's empty "
+                             f"barrier, which every reader arrives on after reading, or bar.sync, before the "
+                             f"refill)", ld.stmt, s)
+            else:
+                self._report("tma-load-race", f"{describe(th.tids)} {verb}(s) {alloc.name}[{lo}:{hi}] here while the "
+                             f"TMA load at line {_line(ld.stmt)} into it may still be in flight: they have not "
+                             f"waited for phase {ld.phase} of mbarrier {_slot(ld.key)}, which it completes on", s,
+                             ld.stmt)
+            break
+
+    def _against_stores(self, th, s, alloc, lo, hi):
+        """A write of [lo, hi) while a TMA store may still read it: its bulk group not yet retired by a
+        wait_group.read, or retired in a thread whose progress this one has not seen (an arrive -> wait)."""
+        for g in self.classes:
+            if g.state == "split":
+                continue
+            for r in g.reads:
+                if type(r) is not list or r[0] is not alloc or not (r[1] < hi and lo < r[2]):
+                    continue
+                if r[3] is PENDING if g is th else th.vc.get(g.id, -1) < r[3]:
+                    self._report("bulk-group-pending", f"{describe(th.tids)} write(s) {alloc.name}[{lo}:{hi}] here "
+                                 f"while the TMA store at line {_line(r[4])} ({describe(g.tids)}) may still be "
+                                 f"reading it: its bulk group is not retired by cp.async.bulk.wait_group.read, or "
+                                 f"nothing orders that retirement before this write", s, r[4])
+                    return
+
+    def store_read(self, th, s, e):
+        """A TMA store or bulk copy out of shared memory, through a bulk group: it reads its source from now until
+        a cp.async.bulk.wait_group{.read} retires the group, so a refill of that buffer before then (ordered
+        after an arrive that came too early) races it. A source the run cannot place is not followed."""
+        if e.bar is not None or th.n != 1:
+            return
+        x = self.values.get(th, e.src.base if isinstance(e.src, Addr) else e.src)
+        if type(x) is not Sym:
+            return
+        _, room = self._sizes(th, e)
+        if room is None:
+            return
+        lo = x.off + (e.src.offset if isinstance(e.src, Addr) else 0)
+        read = [x.alloc, lo, lo + room, PENDING, s, False]
+        th.reads.append(read)
+        th.open.append(read)
+        self._against_loads(th, s, x.alloc, lo, lo + room, False)
+
+    def commit_group(self, th, s, e):
+        th.groups.append(th.open)
+        th.open = []
+
+    def wait_group(self, th, s, e):
+        """The oldest groups, all but e.n, are done reading: their reads now have this thread's clock."""
+        while len(th.groups) > e.n:
+            clock = th.tick()
+            for read in th.groups.pop(0):
+                read[3] = clock
+
+    def _refill_race(self, th, s, alloc, lo, hi):
+        for g in self.classes:
+            if g is th or g.state == "split":
+                continue
+            for a, l, h, clock, stmt, write in reversed(g.reads):
+                if a is alloc and l < hi and lo < h and th.vc.get(g.id, -1) < clock:
+                    verb = "write" if write else "read"
+                    self._report("refill-race", f"{describe(th.tids)} start(s) a TMA load into {alloc.name}"
+                                 f"[{lo}:{hi}] here while {describe(g.tids)} may still {verb} it ({verb} at line "
+                                 f"{_line(stmt)}): nothing orders that {verb} before this load (wait on the slot's "
+                                 f"empty barrier, which every reader arrives on after reading, or bar.sync, before "
+                                 f"the refill)", s, stmt)
+                    return
+
+
+def _slot(key: Sym) -> str:
+    """How a finding names a barrier: `full[2]` for a slot of an array, the buffer's name for a single one."""
+    return f"{key.alloc.name}[{key.off // 8}]" if key.alloc.nbytes > 8 else key.alloc.name
+
+
+def _line(s) -> str:
+    return str(s.loc.line) if getattr(s, "loc", None) is not None else "?"
