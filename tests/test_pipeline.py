@@ -99,7 +99,8 @@ def test_the_grid_decides_what_the_run_sees():
         check_launch(k, (SPEC, SPEC, 200, 16), grid=2, block=64)
 
 
-@pytest.mark.parametrize("name", ["pipe_copy", "pipe_gather", "pipe_axpy", "pipe_transpose"])
+@pytest.mark.parametrize("name", ["pipe_copy", "pipe_gather", "pipe_axpy", "pipe_transpose", "pipe_varlen",
+                                  "pipe_splitsum"])
 def test_the_examples_pass_the_verifier_without_allow(name):
     import importlib
     import sys
@@ -159,3 +160,29 @@ def test_launch_shape_turns_tiles_per_cta_into_a_grid():
     assert launch_shape(Launch(), 1000, None) == (132, None)
     assert launch_shape(Launch(), 100, None) == (100, None)
     assert launch_shape(Launch(), 1000, 1, ctas_per_sm=4) == (1000, 58368)
+
+
+@pytest.mark.parametrize("row", [128, 1024, 16384])
+def test_a_row_per_lane_is_followed_and_its_byte_count_checked(row):
+    """The gather's producer is a whole warp: lane j copies row j of the stage (one bulk copy per lane, each to
+    its own offset). Armed with half the stage's bytes, the launch is refused; armed right, it passes."""
+    import importlib
+    import sys
+    from pathlib import Path
+
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    sys.path.insert(0, str(examples))
+    try:
+        gather = importlib.import_module("pipe_gather")
+    finally:
+        sys.path.remove(str(examples))
+    source = (examples / "pipe_gather.py").read_text()
+    half = source.replace("ring.producer_arm(cur, g * row)", "ring.producer_arm(cur, g * row // 2)")
+    assert half != source
+    ns = {"__name__": "half_armed"}
+    exec(compile(half, str(examples / "pipe_gather.py"), "exec"), ns)
+    with pytest.raises(px.LaunchError) as info:
+        check_launch(ns["build"](row), (0, 0, 0, 64), grid=2, block=64)
+    assert info.value.rule == "expect-tx-mismatch"
+    check_launch(gather.build(row), (0, 0, 0, 64), grid=2, block=64)
+

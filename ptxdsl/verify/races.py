@@ -18,29 +18,33 @@ class Races:
     """The race handlers of _Run (verify/ring.py), which holds `classes`, `loads`, `ring`, `values` and reports
     through `_report`."""
 
+    def span(self, th, v):
+        """(buffer, lowest offset, highest offset) that the shared address `v` takes in the class's threads: one
+        offset (a Sym), or one per thread (an Affine in %tid, or a tuple); None where the run cannot place it."""
+        x = self.values.get(th, v.base if isinstance(v, Addr) else v)
+        off = v.offset if isinstance(v, Addr) else 0
+        if type(x) is Sym:
+            return x.alloc, x.off + off, x.off + off
+        if type(x) is Affine:
+            if x.alloc is None:
+                return None
+            lo, hi = x.bounds(th.tids)
+            return x.alloc, lo + off, hi + off
+        if type(x) is tuple and x and type(x[0]) is Sym:
+            alloc = x[0].alloc
+            if any(type(a) is not Sym or a.alloc is not alloc for a in x):
+                return None
+            return alloc, min(a.off for a in x) + off, max(a.off for a in x) + off
+        return None
+
     def access(self, th, s, e):
         if e.space not in SHARED:
             return
-        x = self.values.get(th, e.addr.base if isinstance(e.addr, Addr) else e.addr)
-        off = e.addr.offset if isinstance(e.addr, Addr) else 0
-        if type(x) is Affine:
-            if x.alloc is None:
-                return
-            alloc = x.alloc
-            lo, hi = x.bounds(th.tids)
-        elif type(x) is Sym:
-            alloc, lo, hi = x.alloc, x.off, x.off
-        elif type(x) is tuple and type(x[0]) is Sym:
-            alloc = x[0].alloc
-            offs = []
-            for a in x:
-                if type(a) is not Sym or a.alloc is not alloc:
-                    return
-                offs.append(a.off)
-            lo, hi = min(offs), max(offs)
-        else:
+        where = self.span(th, e.addr)
+        if where is None:
             return
-        lo, hi = lo + off, hi + off + e.nbytes
+        alloc, lo, hi = where
+        hi += e.nbytes
         clock = th.tick()
         th.reads.append((alloc, lo, hi, clock, s, e.write))
         self._against_loads(th, s, alloc, lo, hi, e.write)

@@ -564,18 +564,21 @@ class _Run(Races):
         if e.remote:
             raise _GiveUp
         key, b = self._bar(th, e.bar, s)
-        dst = self._addr(th, e.dst)
+        where = self.span(th, e.dst)            # one destination, or one per thread (a row per lane)
+        if where is None:
+            raise _GiveUp
+        alloc, lo, top = where
         nbytes, room = self._sizes(th, e)
         if e.multicast is not None:
             nbytes = None
         th.tick()
-        hi = dst.off + (room if room is not None else dst.alloc.nbytes)
-        if room is not None and (dst.off < 0 or hi > dst.alloc.nbytes):
-            self._report("tma-smem-bounds", f"this TMA load writes {dst.alloc.name}[{dst.off}:{hi}], past the "
-                         f"{dst.alloc.nbytes} bytes of {dst.alloc.name} (a ring slot index out of range)", s)
+        hi = top + (room if room is not None else alloc.nbytes)
+        if room is not None and (lo < 0 or hi > alloc.nbytes):
+            self._report("tma-smem-bounds", f"this TMA load writes {alloc.name}[{lo}:{hi}], past the "
+                         f"{alloc.nbytes} bytes of {alloc.name} (a ring slot index out of range)", s)
             raise _Stop
-        self._refill_race(th, s, dst.alloc, dst.off, hi)
-        ld = _Load(dst.alloc, dst.off, hi, key, b.phase, s, th.tids)
+        self._refill_race(th, s, alloc, lo, hi)
+        ld = _Load(alloc, lo, hi, key, b.phase, s, th.tids)
         self.loads.append(ld)
         b.loads.append(ld)
         b.src.append(s)
