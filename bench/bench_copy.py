@@ -7,7 +7,6 @@ counting bytes read + written.
     python bench/bench_copy.py [--rows 16384 --cols 16384 --iters 100]
 """
 import argparse
-import itertools
 import sys
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import triton.language as tl  # noqa: E402
 
 import ptxdsl as px  # noqa: E402
 from tile_common import THREADS, TILE  # noqa: E402
+from timing import time_ms  # noqa: E402
 from tma_store_tile import k as tma_copy_kernel  # noqa: E402
 
 
@@ -28,12 +28,6 @@ def _triton_copy(src, dst, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     tl.store(dst + offs, tl.load(src + offs, mask=mask), mask=mask)
-
-
-def time_ms(fn, iters):
-    """Median of CUDA-event timings (triton.testing.do_bench flushes L2 between runs), rotating buffers."""
-    step = itertools.count()
-    return triton.testing.do_bench(lambda: fn(next(step)), warmup=25, rep=iters, return_mode="median")
 
 
 def main():

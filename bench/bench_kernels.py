@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib.metadata
-import itertools
 import platform
 import sys
 from pathlib import Path
@@ -27,6 +26,7 @@ import triton.language as tl  # noqa: E402
 from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
 import ptxdsl as px  # noqa: E402
+from timing import time_ms  # noqa: E402
 
 SETS = 2
 ROWS = []            # (kernel, impl, shape, ms, GB/s, check) of this run
@@ -65,11 +65,6 @@ def desc(t, block):
 
 # -------------------------------------------------------------------------------------------- timing
 
-def time_ms(fn, rep):
-    step = itertools.count()
-    return triton.testing.do_bench(lambda: fn(next(step)), warmup=50, rep=rep, return_mode="median")
-
-
 def report(kernel, shape, nbytes, impls, rep):
     """Time each (name, fn, check) twice, in order and then in reverse (each a median of CUDA-event runs; the
     figure is the mean of the two), and print GB/s with each ptxdsl row's ratio to every peer."""
@@ -77,7 +72,7 @@ def report(kernel, shape, nbytes, impls, rep):
     ms = {name: [] for name, _, _ in impls}
     for order in (impls, impls[::-1]):
         for name, fn, _ in order:
-            ms[name].append(time_ms(fn, rep))
+            ms[name].append(time_ms(fn, rep, warmup=50))
     rates = {name: nbytes / (sum(t) / len(t)) / 1e6 for name, t in ms.items()}
     for name, _, ok in impls:
         peers = [o for o in rates if not o.startswith("ptxdsl")]
@@ -303,7 +298,7 @@ def bench_varlen(args):
     torch.cuda.synchronize()
     ok = all(torch.equal((x * 0.5).view(torch.int16), o.view(torch.int16)) for x, o in zip(xs, outs[0]))
     check = "bit-exact" if ok else "MISMATCH"
-    report(f"variable-length batch, out_i = 0.5 * x_i", f"{len(xs)} bf16 tensors, {nbytes / 2 / 2**20:.0f} MiB",
+    report("variable-length batch, out_i = 0.5 * x_i", f"{len(xs)} bf16 tensors, {nbytes / 2 / 2**20:.0f} MiB",
            nbytes, [("ptxdsl (one launch)", ours, check), ("torch loop of mul(out=)", loop, "(reference)"),
                     ("torch loop of x * 0.5", loop_new, "(reference)"), ("torch _foreach_mul", foreach, "(reference)")],
            args.rep)

@@ -130,6 +130,12 @@ def run(device=None, kernel=None):
 
 
 def spec_of(arr, rows, cols):
-    """The map of a device array seen as a rows x cols f32 matrix (its memory, contiguous)."""
-    addr = arr.__cuda_array_interface__["data"][0]
-    return px.TensorMapSpec.tiled_for((rows, cols), "f32", (BOX[1], BOX[0]), address=addr)
+    """The map of a contiguous f32 device array (a DeviceArray, torch tensor, any DLPack or CUDA-array-interface
+    object) seen as a rows x cols matrix: x of shape (S, M, N) as (S*M, N)."""
+    from ptxdsl.runtime.arrays import c_strides, view
+
+    v = view(arr)
+    if v.itemsize != 4 or tuple(v.strides) != c_strides(v.shape, 4) or rows * cols != int(np.prod(v.shape)):
+        raise ValueError(f"pipe_splitsum: a contiguous f32 array of {rows}x{cols} elements was expected, not shape "
+                         f"{tuple(v.shape)} with strides {tuple(v.strides)} and {v.itemsize}-byte elements")
+    return px.TensorMapSpec.tiled_for((rows, cols), "f32", (BOX[1], BOX[0]), address=v.address)
