@@ -166,25 +166,16 @@ class StoreDrain:
 
 
 @contextmanager
-def persistent(k, ntiles, order: str = "cyclic"):
+def persistent(k, ntiles):
     """`with persistent(k, ntiles) as tile:` the CTA's share of tiles 0 .. ntiles-1 (`ntiles`: a u32 register
-    or a constant), in order. `order="cyclic"`: round robin over the grid, tile = ctaid.x + i * nctaid.x (the
-    CTAs work on neighbouring tiles at any moment); "blocked": each CTA takes a run of ceil(ntiles / nctaid.x)
-    consecutive tiles. Launch about one CTA per SM (or per SM slot)."""
-    if order not in ("cyclic", "blocked"):
-        raise DSLError(f"persistent order={order!r}: expected 'cyclic' or 'blocked'")
+    or a constant), round robin over the grid: tile = ctaid.x + i * nctaid.x, so the CTAs work on neighbouring
+    tiles at any moment. A grid of one CTA per SM (or per SM slot) makes it persistent; a grid of ntiles CTAs
+    gives each CTA one tile. It shares tiles among CTAs: a CTA's own count of work is a plain k.loop."""
     cta, n = k.mov(sreg.ctaid_x), k.mov(sreg.nctaid_x)
-    if order == "cyclic":
-        left = k.sub(k.max(ntiles, cta), cta)               # tiles from this CTA's first on (0 past the end)
-        iters = k.div(k.add(left, k.sub(n, 1)), n)
-        with k.loop(0, iters) as i:
-            yield k.mad(i, n, cta)
-        return
-    per = k.div(k.add(ntiles, k.sub(n, 1)), n)
-    first = k.mul(cta, per)
-    iters = k.min(per, k.sub(k.max(ntiles, first), first))
+    left = k.sub(k.max(ntiles, cta), cta)                   # tiles from this CTA's first on (0 past the end)
+    iters = k.div(k.add(left, k.sub(n, 1)), n)
     with k.loop(0, iters) as i:
-        yield k.add(first, i)
+        yield k.mad(i, n, cta)
 
 
 def tile_coords(k, tile, tiles_per_row, box):
