@@ -362,8 +362,10 @@ def binary(name: str, a: Val, b: Val, bits: int, const=None) -> Val:
     """The facts of `a name b` at `bits` bits; its constant (from fold.evaluate) is the caller's."""
     tags = a.tags | b.tags
     kind = None
+    # a shift amount is an unsigned 32-bit operand: an s32 register holding -1 shifts by 2^32-1 (past the width)
+    shift = b.const % (1 << 32) if name in ("shl", "shr") and b.const is not None else None
     if a.kind == "tid" and b.const is not None and (
-            (name == "shr" and b.const >= 5) or (name == "div" and b.const and b.const % 32 == 0)
+            (name == "shr" and shift >= 5) or (name == "div" and b.const and b.const % 32 == 0)
             or (name == "and" and b.const % 32 == 0)):
         tags, kind = frozenset({WARP}), ("warp" if name != "and" else None)
     addr = None
@@ -380,8 +382,8 @@ def binary(name: str, a: Val, b: Val, bits: int, const=None) -> Val:
         res = _res_add(a.res, b.res, -1)
     elif name == "mul":
         res = _res_mul(a.res, b.res)
-    elif name == "shl" and b.const is not None and b.const >= 0:       # (negative: a shift past the width)
-        res = _res_mul(a.res, imm_val(1 << min(b.const, RESIDUE_BITS), RESIDUE_BITS).res)
+    elif name == "shl" and shift is not None:
+        res = _res_mul(a.res, imm_val(1 << min(shift, RESIDUE_BITS), RESIDUE_BITS).res)
     elif name == "and" and b.const is not None:
         res = _res_and(a.res, b.const % (1 << bits))
     elif name == "and" and a.const is not None:
