@@ -29,7 +29,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from . import sreg
-from .errors import DSLError
+from .errors import DSLError, SourceLoc
 from .types import u32
 
 MBAR_BYTES = 8
@@ -62,10 +62,10 @@ class Ring:
                  dynamic: bool = True):
         for what, v, lo in (("stages", stages, 1), ("stage_bytes", stage_bytes, 16), ("consumers", consumers, 1)):
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-                raise DSLError(f"Ring {name!r}: {what}={v!r}, expected an integer of at least {lo}")
+                raise DSLError(f"Ring {name!r}: {what}={v!r}, expected an integer of at least {lo}", SourceLoc.caller())
         if stage_bytes % 128:
             raise DSLError(f"Ring {name!r}: stage_bytes={stage_bytes} is not a multiple of 128 (each stage "
-                           "must keep the buffer's TMA alignment)")
+                           "must keep the buffer's TMA alignment)", SourceLoc.caller())
         self.k, self.name = k, name
         self.stages, self.stage_bytes, self.consumers = stages, stage_bytes, consumers
         self.buf = k.shared(name, stages * stage_bytes, align=align, dynamic=dynamic)
@@ -138,7 +138,7 @@ class StoreDrain:
     def __init__(self, ring: Ring, depth: int = 1):
         if isinstance(depth, bool) or not isinstance(depth, int) or not 0 <= depth < ring.stages:
             raise DSLError(f"StoreDrain: depth={depth!r}, expected an integer from 0 to stages-1 "
-                           f"({ring.stages - 1}): a deeper drain would hold every stage")
+                           f"({ring.stages - 1}): a deeper drain would hold every stage", SourceLoc.caller())
         self.ring, self.depth = ring, depth
         self.lag = ring.cursor()
         k = ring.k

@@ -63,9 +63,13 @@ def copy_kernel(mistake=None, stages=4):
     return k
 
 
-def marked(marker):
-    lines, start = inspect.getsourcelines(copy_kernel)
+def marked_in(fn, marker):
+    lines, start = inspect.getsourcelines(fn)
     return next(start + i for i, text in enumerate(lines) if text.rstrip().endswith(marker))
+
+
+def marked(marker):
+    return marked_in(copy_kernel, marker)
 
 
 ARGS = (SPEC, SPEC, 20, 16)
@@ -124,15 +128,18 @@ def test_the_examples_pass_the_verifier_without_allow(name):
 ])
 def test_ring_arguments_are_checked(kw, fragment):
     with px.kernel("k") as k:
-        with pytest.raises(px.DSLError, match=fragment):
-            Ring(k, "ring", **kw)
+        with pytest.raises(px.DSLError, match=fragment) as info:
+            Ring(k, "ring", **kw)  # RING
+    assert (os.path.basename(info.value.loc.file), info.value.loc.line) == (HERE, marked_in(
+        test_ring_arguments_are_checked, "# RING"))
 
 
 def test_a_drain_as_deep_as_the_ring_is_refused():
     with px.kernel("k") as k:
         ring = Ring(k, "ring", stages=2, stage_bytes=1024)
-        with pytest.raises(px.DSLError, match="depth=2"):
-            StoreDrain(ring, 2)
+        with pytest.raises(px.DSLError, match="depth=2") as info:
+            StoreDrain(ring, 2)  # DRAIN
+    assert info.value.loc.line == marked_in(test_a_drain_as_deep_as_the_ring_is_refused, "# DRAIN")
 
 
 def test_the_cursor_advances_without_a_branch():
