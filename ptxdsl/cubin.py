@@ -6,24 +6,26 @@ so the choice is made (and tested) without a GPU.
 """
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-
 from .errors import AssembleError, TargetError
 from . import log
 
-_SM = re.compile(r"sm_(?P<n>\d+)(?P<suffix>[af]?)")
 ARCH_SPECIFIC_FROM = (9, 0)          # sm_90a, sm_100a, sm_103a, sm_110a, sm_120a, sm_121a
 
 
-@dataclass(frozen=True)
 class Image:
     """The choice for one PTX module: `assembled` (nvJitLink's cubin and report) and `jit_reason`, empty when
-    the cubin is what the device loads, else why the driver JIT compiles the PTX instead."""
+    the cubin is what the device loads, else why the driver JIT compiles the PTX instead. (A plain class: this
+    module is imported by every first compile, and a dataclass costs a millisecond to make.)"""
 
-    arch: str
-    assembled: object = None           # ptxdsl.assembler.Assembled, or None when nvJitLink was not used
-    jit_reason: str = ""
+    __slots__ = ("arch", "assembled", "jit_reason")
+
+    def __init__(self, arch: str, assembled=None, jit_reason: str = ""):
+        self.arch = arch
+        self.assembled = assembled     # ptxdsl.assembler.Assembled, or None when nvJitLink was not used
+        self.jit_reason = jit_reason
+
+    def __repr__(self) -> str:
+        return f"Image({self.arch!r}, {self.assembled!r}, {self.jit_reason!r})"
 
     @property
     def cubin(self) -> bytes | None:
@@ -36,9 +38,9 @@ def device_arch(cc: tuple[int, int], target: str) -> str:
     (sm_90a, sm_100a ...) from 9.0 on, since the cubin runs only on this device anyway and the `a` variant
     accepts PTX for the plain target too. TargetError when PTX for `target` cannot run on such a device."""
     n = cc[0] * 10 + cc[1]
-    m = _SM.fullmatch(target)
+    m = _sm(target)
     if m is not None:
-        t, suffix = int(m["n"]), m["suffix"]
+        t, suffix = m
         fits = {"a": n == t, "f": n // 10 == t // 10 and n >= t, "": n >= t}[suffix]
         if not fits:
             needs = {"a": f"compute capability {t // 10}.{t % 10} exactly",
@@ -49,6 +51,13 @@ def device_arch(cc: tuple[int, int], target: str) -> str:
                               f"sm_{n}{'a' if cc >= ARCH_SPECIFIC_FROM else ''} or run it on such a device",
                               rule="target.device")
     return f"sm_{n}a" if cc >= ARCH_SPECIFIC_FROM else f"sm_{n}"
+
+
+def _sm(target: str):
+    """(90, 'a') for 'sm_90a'; None for what is not sm_<number>, optionally followed by a or f."""
+    digits = target[3:].rstrip("af")
+    suffix = target[3 + len(digits):]
+    return (int(digits), suffix) if target.startswith("sm_") and digits.isdigit() and len(suffix) <= 1 else None
 
 
 def nvjitlink_unusable(driver: tuple[int, int]) -> str:
