@@ -35,7 +35,7 @@ from ..errors import DSLError, SourceLoc, TargetError, VerifyError
 from ..ir import Addr, Kernel, Reg, SharedAlloc
 from ..target import resolve_target
 from . import kernel as kernel_rules
-from .facts import Facts, key_name
+from .facts import facts_of, key_name
 from .flow import Flow
 from .launch import check_launch, launch_plan
 from .ring import ring_findings
@@ -88,7 +88,7 @@ def format_diagnostics(diags) -> str:
 def barrier_names(k: Kernel, addrs) -> list[str]:
     """Names of the mbarriers at `addrs` as the diagnostics spell them: `bar`, `bar+8`, `full[?]` for a slot of
     an array picked at run time; the register when its buffer is not known."""
-    facts = Facts(k)
+    facts = facts_of(k)
     out = []
     for addr in addrs:
         base, off = (addr.base, addr.offset) if isinstance(addr, Addr) else (addr, 0)

@@ -18,7 +18,7 @@ from ..isa.effects import (Access, Arrive, AsyncRead, AsyncWrite, Barrier, Commi
                            Init, Inval, ProxyFence, TmapEdit, TmapPublish, TmapRead, Trap, Wait, WaitGroup)
 from . import (bulk_groups, continuation, divergence, mbarrier, memory, phases, tensormaps, tma,
                transactions)
-from .facts import CTA, LANE, VARYING, Facts
+from .facts import CTA, LANE, VARYING, facts_of
 from .rules import Diagnostic, diag
 from .state import MAX_ALTERNATIVES, MAX_GROUPS, ZERO, Ctx, InitInfo, Range, State, stmts_loc
 from .symbols import Resolver
@@ -85,7 +85,7 @@ class Flow(Walker):
     def __init__(self, k: Kernel, blind: bool = False):
         self.k = k
         self.blind = blind
-        self.facts = Facts(k)
+        self.facts = facts_of(k)
         self.resolve = Resolver(k, self.facts)
         self.deferred: dict = {}    # (rule, loc, check) -> a launch check
         self.device: dict = {}      # stmt -> [device check tuples] (None: checks that disagree)
