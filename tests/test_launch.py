@@ -398,6 +398,35 @@ def test_configuration_errors(fake, kw, text, rule):
     assert text in str(info.value) and info.value.rule == f"launch.{rule}" and info.value.loc.file == __file__
 
 
+def test_the_kernels_context_is_made_current_only_when_the_launch_says_it_is_not(fake, monkeypatch):
+    """A launch does not ask for the current context; when cuLaunchKernel answers that the handle is foreign here
+    (another context is current) or that there is no context, the kernel's is made current and the launch made
+    again, once."""
+    asked, made_current = [], []
+
+    def current():
+        asked.append(1)
+        return (SUCCESS, 0x9999)                        # another context
+    monkeypatch.setattr(launch_mod, "_cuCtxGetCurrent", current)
+    p = plan(fake=fake)
+    p._configure(1, 32, 0, None)
+    p.function.device.set_current = lambda: made_current.append(1)
+    p(grid=1, block=32)
+    assert (len(fake.launches), asked, made_current) == (1, [], [])
+    answers = [driver.CUresult.CUDA_ERROR_INVALID_HANDLE]
+    launch = fake.cuLaunchKernel
+    monkeypatch.setattr(launch_mod, "_cuLaunchKernel",
+                        lambda *a: (launch(*a), (answers.pop(),) if answers else (SUCCESS,))[1])
+    p._configure(1, 32, 0, None)                        # bind the patched call
+    made_current.clear()
+    p(grid=1, block=32)
+    assert (len(fake.launches), len(asked), made_current) == (3, 1, [1])
+    answers = [driver.CUresult.CUDA_ERROR_INVALID_HANDLE, driver.CUresult.CUDA_ERROR_INVALID_HANDLE]
+    with pytest.raises(Exception) as info:              # still refused in the kernel's context: the error is the driver's
+        p(grid=1, block=32)
+    assert "CUDA_ERROR_INVALID_HANDLE" in str(info.value) and "kernel 'k'" in str(info.value)
+
+
 def test_another_thread_packs_into_its_own_storage(fake):
     p = plan(("n", "scalar", types.u32), fake=fake)
     p(1, grid=1, block=1)

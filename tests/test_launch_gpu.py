@@ -184,6 +184,41 @@ def test_a_cuda_array_interface_producer_stream_is_waited_for(torch, word_copy):
     assert torch.equal(out, payload)
 
 
+def test_a_launch_with_another_context_current_or_none_runs_in_the_kernels(word_copy):
+    """A launch does not ask for the current context: with another context current on the thread (a CUDA
+    context the user created), or none (a new thread), the driver refuses the foreign handle and the launch makes
+    the kernel's context current and runs there."""
+    import threading
+
+    host = np.arange(4096, dtype=np.uint32)
+    src, dst = DeviceArray.to_device(host), DeviceArray.zeros(host.shape, np.uint32)
+    err, cudev = driver.cuDeviceGet(0)
+    err, other = driver.cuCtxCreate(None, 0, cudev)            # pushed: current on this thread
+    assert err == driver.CUresult.CUDA_SUCCESS
+    try:
+        word_copy(src, dst, host.size, grid=host.size // THREADS, block=THREADS)
+        assert int(driver.cuCtxGetCurrent()[1]) == int(src.device.context)
+        src.device.synchronize()
+        np.testing.assert_array_equal(dst.to_host(), host)
+    finally:
+        driver.cuCtxDestroy(other)
+    dst.fill_bytes(0)
+    errors = []
+
+    def launch():
+        try:
+            assert int(driver.cuCtxGetCurrent()[1]) == 0        # a new thread has no current context
+            word_copy(src, dst, host.size, grid=host.size // THREADS, block=THREADS)
+            src.device.synchronize()
+        except Exception as e:          # reported below, in the test's thread
+            errors.append(e)
+    t = threading.Thread(target=launch)
+    t.start()
+    t.join()
+    assert not errors, errors
+    np.testing.assert_array_equal(dst.to_host(), host)
+
+
 def test_sync_false_returns_before_a_long_kernel_ends(device):
     spin = px.compile(spin_kernel())["spin"]
     out = DeviceArray.zeros(1, np.uint32)

@@ -11,8 +11,15 @@ _SUCCESS = driver.CUresult.CUDA_SUCCESS
 
 
 def _describe(code) -> tuple[str, str]:
-    """cuGetErrorName / cuGetErrorString of a CUresult, tolerating codes the driver does not know."""
-    err, name = driver.cuGetErrorName(code)
+    """cuGetErrorName / cuGetErrorString of a CUresult, tolerating codes the driver does not know, and the
+    enum's own name where there is no driver library to ask (a CUresult that tests make up)."""
+    try:
+        err, name = driver.cuGetErrorName(code)
+    except RuntimeError:                # cuda.pathfinder's DynamicLibNotFoundError: no libcuda here
+        try:
+            return driver.CUresult(int(code)).name, "no description (no CUDA driver to ask)"
+        except ValueError:
+            return f"CUresult {int(code)}", "no description (no CUDA driver to ask)"
     name = name.decode() if err == _SUCCESS and name else f"CUresult {int(code)}"
     err, desc = driver.cuGetErrorString(code)
     desc = desc.decode() if err == _SUCCESS and desc else "no description"

@@ -45,6 +45,10 @@ _INT_CTYPES = {8: (ctypes.c_uint8, ctypes.c_int8), 16: (ctypes.c_uint16, ctypes.
 _cuLaunchKernel = driver.cuLaunchKernel
 _cuLaunchKernelEx = driver.cuLaunchKernelEx
 _cuCtxGetCurrent = driver.cuCtxGetCurrent
+# What cuLaunchKernel returns when the calling thread's current context is not the kernel's (another one: the
+# function handle is foreign there; none: no context). A launch tries first and makes the kernel's context
+# current only then, so the common case pays no cuCtxGetCurrent.
+_WRONG_CONTEXT = (driver.CUresult.CUDA_ERROR_INVALID_HANDLE, driver.CUresult.CUDA_ERROR_INVALID_CONTEXT)
 
 # Pointer arguments by type, learned on first sight: the kinds a launch reads without asking anything else.
 _DEVICE_ARRAY, _TORCH, _INT = 1, 2, 3
@@ -184,17 +188,16 @@ class Plan:
             if deferred is not None:
                 for finish in deferred:
                     finish(hstream)
-            if int(_cuCtxGetCurrent()[1]) != self._context:
-                self.function.device.set_current()
+            if sync and int(_cuCtxGetCurrent()[1]) != self._context:
+                self.function.device.set_current()        # before asking the stream whether it is capturing
             if sync and streams.is_capturing(hstream):
                 raise LaunchError(f"sync=True breaks 'a launch into a stream being captured in a CUDA graph does "
                                   f"not wait' (kernel {self.name!r}; a debug kernel always waits)",
                                   rule="launch.sync-in-capture")
-            if self._cluster_config is None:
-                err = self._kernel(hstream, self._argv_address, 0)[0]
-            else:
-                self._cluster_config.hStream = hstream
-                err = _cuLaunchKernelEx(self._cluster_config, self._handle, self._argv_address, 0)[0]
+            err = self._launch(hstream)
+            if err and err in _WRONG_CONTEXT and int(_cuCtxGetCurrent()[1]) != self._context:
+                self.function.device.set_current()        # another context was current on this thread (or none)
+                err = self._launch(hstream)
             if err:
                 raise _kernel_error(self.name, cuda_error(err, "cuLaunchKernel" if self._cluster_config is None
                                                           else "cuLaunchKernelEx"))
@@ -211,6 +214,13 @@ class Plan:
         finally:
             if record is not None:
                 record.free()
+
+    def _launch(self, hstream):
+        """cuLaunchKernel (cuLaunchKernelEx for a cluster) with the bound configuration; the CUresult."""
+        if self._cluster_config is None:
+            return self._kernel(hstream, self._argv_address, 0)[0]
+        self._cluster_config.hStream = hstream
+        return _cuLaunchKernelEx(self._cluster_config, self._handle, self._argv_address, 0)[0]
 
     def _for_this_thread(self) -> "Plan":
         """A plan of this thread's own: argument storage is not shared between threads that launch at once."""
