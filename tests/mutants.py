@@ -90,7 +90,7 @@ from ptxdsl.verify import check, check_launch  # noqa: E402
 
 TIMEOUT_S = float(os.environ.get("PTXDSL_MUTANTS_TIMEOUT", 30))    # a worker silent this long is hung
 REPEATS = 2                     # launches per mutant (a race may show only sometimes)
-CACHED = ("launch_checks", "device_checks", "debug_op_checks", "debug_scratch")
+CACHED = ("launch_checks", "device_checks", "debug_op_checks", "debug_scratch", "facts", "ring_depends")
 BROKEN = ("wrong data", "trap", "hang caught by watchdog", "context error", "timeout")
 
 TILE, THREADS = 64, 128
@@ -227,11 +227,35 @@ def _example(name):
     return build
 
 
+def _pipe(name, **kw):
+    """The kernel of a pipe_* example built by the example's own `build(**kw)` (a variant of its KERNEL: more
+    stages, another drain depth); debug=True builds it with px.kernel(..., debug=True), like _example."""
+    def build(debug=False):
+        make = importlib.import_module(name).build
+        if not debug:
+            return make(**kw).finish()
+        original = px.kernel
+        px.kernel = lambda *a, **k: original(*a, **{**k, "debug": True})
+        try:
+            return make(**kw).finish()
+        finally:
+            px.kernel = original
+    build.__name__ = name
+    return build
+
+
 def _map(a, box):
     return px.TensorMapSpec.from_array(a, box)
 
 
+def _swizzled(a):
+    return px.TensorMapSpec.from_array(a, (TILE, TILE), swizzle="128B")
+
+
 R, C = 256, 512
+PIPE_R, PIPE_C = 192, 512       # 24 tiles: 12 x 2 of PIPE_BOX (pipe_copy, pipe_axpy), 3 x 8 of 64x64 (pipe_transpose)
+PIPE_BOX = (16, 256)            # (rows, columns): the examples' BOX = (256, 16) is (columns, rows)
+PIPE_TILES, PIPE_GRID = 24, (3,)
 FAMILIES = {f.name: f for f in [
     Family("tma_load_tile", _example("tma_load_tile"), (("src", (R, C), "random"), ("out", (R, C), "pattern")),
            lambda a: (_map(a["src"], (TILE, TILE)), a["out"], C * 2), "out", (C // TILE, R // TILE)),
@@ -264,6 +288,28 @@ FAMILIES = {f.name: f for f in [
     Family("ws_copy4", lambda debug=False: ws_copy(debug, stages=4),
            (("src", (512, 256), "random"), ("out", (512, 256), "pattern")),
            lambda a: (_map(a["src"], (TILE, TILE)), a["out"], 256 * 2), "out", (256 // TILE,), block=160),
+    # The ptxdsl.pipeline kernels, on a persistent grid: PIPE_TILES tiles over PIPE_GRID CTAs, 8 per CTA, so each
+    # CTA laps its ring 4 times (2 stages), 8 times (1 stage) or 2-3 times (3 stages). pipe_copy and pipe_axpy
+    # move 16x256 tiles (PIPE_BOX), which tile_report's 64x64 tiles do not line up with: a misplaced or missing
+    # kernel tile shows there as torn 64x64 tiles (so `functional` does not recognise a loop shift that moves
+    # whole tiles), and pipe_axpy's output is its input y, updated in place: a 64x64 tile it never writes shows
+    # as misplaced, not missing. pipe_transpose's tiles are 64x64: its report is as precise as the others'.
+    Family("pipe_copy", _example("pipe_copy"),
+           (("src", (PIPE_R, PIPE_C), "random"), ("dst", (PIPE_R, PIPE_C), "pattern")),
+           lambda a: (_map(a["src"], PIPE_BOX), _map(a["dst"], PIPE_BOX), PIPE_TILES, PIPE_C // PIPE_BOX[1]),
+           "dst", PIPE_GRID, block=64),
+    Family("pipe_axpy", _example("pipe_axpy"),
+           (("x", (PIPE_R, PIPE_C), "random"), ("y", (PIPE_R, PIPE_C), "random")),
+           lambda a: (_map(a["x"], PIPE_BOX), _map(a["y"], PIPE_BOX), a["y"], 0.75, PIPE_C * 2, PIPE_TILES,
+                      PIPE_C // PIPE_BOX[1]), "y", PIPE_GRID, block=160),
+    Family("pipe_transpose", _example("pipe_transpose"),
+           (("x", (PIPE_R, PIPE_C), "random"), ("out", (PIPE_C, PIPE_R), "pattern")),
+           lambda a: (_swizzled(a["x"]), _swizzled(a["out"]), PIPE_TILES, PIPE_C // TILE), "out", PIPE_GRID,
+           block=160),
+    Family("pipe_transpose3", _pipe("pipe_transpose", stages=3, depth=1),     # its run()'s persistent variant
+           (("x", (PIPE_R, PIPE_C), "random"), ("out", (PIPE_C, PIPE_R), "pattern")),
+           lambda a: (_swizzled(a["x"]), _swizzled(a["out"]), PIPE_TILES, PIPE_C // TILE), "out", PIPE_GRID,
+           block=160),
 ]}
 
 
@@ -805,6 +851,12 @@ MEMORY_MODEL = {
     ("tx", "expect-tx-mismatch"): "fewer bytes expected than delivered: the tx-count reaches zero before the last "
                                   "bytes land, so the phase completes early (a race) and the surplus counts against "
                                   "the next phase",
+    ("tx", "refill-race"): "fewer bytes expected than delivered: the phase completes before the last bytes land, so "
+                           "the readers release the stage and the refill overtakes them: " + _RACE,
+    ("drop_sync", "refill-race"): "without the CTA barrier, a warp refills or stores from a stage that other warps "
+                                  "still read or write: " + _RACE,
+    ("drop_sync", "bulk-group-pending"): "without the CTA barrier, the TMA store reads shared memory that other "
+                                         "warps may still be writing: " + _RACE,
 }
 
 
