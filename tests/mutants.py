@@ -5,10 +5,14 @@ unmutated kernel's, bit for bit).
 
     python tests/mutants.py cpu [--json FILE]
         every mutant, classified on the CPU: `rejected: RULE` (built), `launch: RULE` (check_launch) or `accepted`
-    python tests/mutants.py gpu --sample 160 --jobs 4 --out DIR [--seed 0] [--budget 210]
+    python tests/mutants.py gpu --sample 160 --jobs 4 --out DIR [--seed 0] [--budget 210] [--sanitizer-budget 240]
         a stratified sample run on the GPU (a CUDA device needed); writes DIR/mutants.json: for each mutant
         ptxdsl's verdict and the GPU's (correct, wrong data, trap, hang caught by the watchdog, launch error,
-        context error, timeout), then the summary below; exits 1 when a protocol bug was accepted
+        context error, timeout), then the summary below; exits 1 when a protocol bug was accepted. Each mutant
+        that ran correctly runs again under compute-sanitizer racecheck and synccheck, the device's own race and
+        barrier checkers (beside each family's unmutated kernel, which must be clean under the same tool): a
+        hazard, a synccheck error, or a hang or dead context that the slower serialised run exposes shows the
+        mutant broken although its plain run came out right (`broken_by_sanitizer`)
     python tests/mutants.py summarise FILE
         the summary of a mutants.json written earlier, with today's classification (the file is not changed)
 
@@ -705,6 +709,11 @@ def worker(ids) -> None:
     by_id = {m.id: m for m in mutants(sorted({i.split("/")[0] for i in ids}))}
     refs = {}
     for mid in ids:
+        if mid.endswith(REFERENCE):             # the unmutated kernel alone (the sanitizer pass's control run)
+            outcome, detail, _ = gpu_outcome(None, mid[:-len(REFERENCE)], None)
+            print(json.dumps({"id": mid, "gpu": "correct" if outcome == "reference" else outcome,
+                              "detail": detail[:600]}), flush=True)
+            continue
         m = by_id[mid]
         t = time.perf_counter()
         if m.family not in refs:
@@ -768,6 +777,85 @@ def _worker_process(ids, results, lock, deadline=float("inf")):
             todo = todo[1:]
 
 
+# ------------------------------------------------------------------------ the device's own checkers
+
+REFERENCE = "/reference"                # worker id FAMILY/reference: the unmutated kernel
+SANITIZERS = ("racecheck", "synccheck")
+SANITIZER_TIMEOUT_S = float(os.environ.get("PTXDSL_MUTANTS_SANITIZER_TIMEOUT", 120))
+CLEAN = "clean"
+
+
+def judge_sanitized(tool: str, stdout: str, log: str) -> str:
+    """What one worker run under compute-sanitizer `tool` says: 'clean'; a finding ('N racecheck hazards',
+    'N synccheck errors', or the run's outcome when it was not correct under the tool: a hang the slower
+    serialised run exposes, a context the checker's traps killed); or 'no verdict ...'."""
+    from ptxdsl.testing.sanitize import errors_in
+
+    rows = [json.loads(ln) for ln in stdout.splitlines() if ln.startswith("{")]
+    errors = errors_in(log)
+    if rows and rows[-1]["gpu"] != "correct":
+        return f"{rows[-1]['gpu']} under {tool}"
+    if errors:
+        return f"{errors} {tool} {'hazards' if tool == 'racecheck' else 'errors'}"
+    if not rows or errors is None:
+        return f"no verdict under {tool}"
+    return CLEAN
+
+
+def is_finding(outcome: str | None) -> bool:
+    """A sanitizer outcome that shows the mutant broken (not clean, not void, not a run without a verdict)."""
+    return bool(outcome) and outcome != CLEAN and not outcome.startswith(("no verdict", "void", "timeout"))
+
+
+def sanitized(tool: str, mid: str, sanitizer: str) -> str:
+    """Run mutant `mid` (or FAMILY/reference) in a worker under compute-sanitizer `tool`; judge_sanitized's
+    verdict. The worker runs the family's unmutated kernel first: its control run must be clean for a finding
+    to count (gpu_campaign checks)."""
+    import shutil
+    import tempfile
+
+    logs = tempfile.mkdtemp(prefix=f"mutant-{tool}-")
+    cmd = [sanitizer, "--tool", tool, "--target-processes", "all", "--print-limit", "10", "--log-file",
+           os.path.join(logs, "%p.log"), sys.executable, str(Path(__file__).resolve()), "worker", mid]
+    env = dict(os.environ, PTXDSL_SANITIZER=tool, PTXDSL_LINE_INFO="1")
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=SANITIZER_TIMEOUT_S, cwd=str(ROOT), env=env)
+        stdout = res.stdout
+    except subprocess.TimeoutExpired:
+        shutil.rmtree(logs, ignore_errors=True)
+        return f"timeout under {tool} ({SANITIZER_TIMEOUT_S:.0f} s)"
+    log = "".join(Path(p).read_text(errors="replace") for p in sorted(Path(logs).glob("*.log")))
+    shutil.rmtree(logs, ignore_errors=True)
+    return judge_sanitized(tool, stdout, log)
+
+
+def sanitizer_pass(ids, jobs, deadline) -> dict:
+    """{mutant id: {tool: outcome}} for the mutants that ran correctly, each under racecheck and synccheck, with
+    each family's unmutated kernel as the control: a tool whose control run is not clean voids its findings for
+    that family. Runs that would start after `deadline` are 'not run'."""
+    from concurrent.futures import ThreadPoolExecutor
+    from ptxdsl.testing.sanitize import find
+
+    sanitizer = find()
+    if sanitizer is None or not ids or os.environ.get(FAKE):
+        return {}
+    families = sorted({i.split("/")[0] for i in ids})
+    runs = [(tool, f + REFERENCE) for f in families for tool in SANITIZERS] + [(t, i) for i in ids for t in SANITIZERS]
+
+    def one(run):
+        return run, (sanitized(run[0], run[1], sanitizer) if time.perf_counter() < deadline
+                     else "not run: the campaign's time budget ran out")
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        got = dict(pool.map(one, runs))
+    out = {}
+    for i in ids:
+        fam = i.split("/")[0]
+        out[i] = {tool: (got[(tool, i)] if got[(tool, fam + REFERENCE)] == CLEAN
+                         else f"void: the unmutated kernel under {tool}: {got[(tool, fam + REFERENCE)]}")
+                  for tool in SANITIZERS}
+    return out
+
+
 def sample(all_mutants, n, seed) -> list:
     """A stratified sample: round robin over (family, operator) groups, each shuffled with `seed`."""
     rng = random.Random(seed)
@@ -786,9 +874,10 @@ def sample(all_mutants, n, seed) -> list:
     return out
 
 
-def gpu_campaign(n, jobs, out_dir, seed=0, budget=float("inf")) -> dict:
+def gpu_campaign(n, jobs, out_dir, seed=0, budget=float("inf"), sanitizer_budget=240.0) -> dict:
     """Run a sample of `n` mutants on the GPU in `jobs` worker streams; no new worker starts after `budget`
-    seconds (its mutants are `not run`)."""
+    seconds (its mutants are `not run`). Then each mutant that ran correctly runs again under compute-sanitizer
+    racecheck and synccheck (when it is installed), for at most `sanitizer_budget` seconds (0: not at all)."""
     t0 = time.perf_counter()
     chosen = sample(mutants(), n, seed)
     verdicts = {m.id: classify(m) for m in chosen}
@@ -800,11 +889,14 @@ def gpu_campaign(n, jobs, out_dir, seed=0, budget=float("inf")) -> dict:
         t.start()
     for t in threads:
         t.join()
+    correct = [m.id for m in chosen if results.get(m.id, {}).get("gpu") == "correct"]
+    checked = sanitizer_pass(correct, jobs, time.perf_counter() + sanitizer_budget) if sanitizer_budget else {}
     rows = []
     for m in chosen:
         g = results.get(m.id, {"gpu": "no result", "detail": ""})
         rows.append({"id": m.id, "family": m.family, "operator": m.operator, "what": m.what,
                      "ptxdsl": verdicts[m.id], "gpu": g["gpu"], "gpu_detail": g.get("detail", ""),
+                     "sanitizer": checked.get(m.id),
                      "with_launch_checks": g.get("with_launch_checks"), "seconds": g.get("seconds"),
                      "memory_model": memory_model_reason(m.operator, verdicts[m.id], m.variant, m.base)})
     summary = summarise_gpu(rows)
@@ -879,19 +971,31 @@ def functional(row) -> bool:
             and "torn" not in detail and ("misplaced" in detail or "missing" in detail))
 
 
+def sanitizer_findings(row) -> list[str]:
+    """'tool: finding' for each of compute-sanitizer's checkers that showed the mutant broken."""
+    return [f"{tool}: {got}" for tool, got in (row.get("sanitizer") or {}).items() if is_finding(got)]
+
+
 def summarise_gpu(rows) -> dict:
+    """The campaign's verdict. A mutant is broken on the GPU when its run went wrong (BROKEN) or, having run
+    correctly, compute-sanitizer's racecheck or synccheck showed it broken (`broken_by_sanitizer`); correct
+    when it ran correctly and neither did."""
     by_gpu: dict = {}
     for r in rows:
         by_gpu[r["gpu"]] = by_gpu.get(r["gpu"], 0) + 1
     rejected = [r for r in rows if r["ptxdsl"]["verdict"] == "rejected"]
-    broken_accepted = [r for r in rows if r["gpu"] in BROKEN and r["ptxdsl"]["verdict"] == "accepted"]
-    correct_rejected = [r for r in rows if r["gpu"] == "correct" and r["ptxdsl"]["verdict"] == "rejected"]
-    correct = [r for r in rows if r["gpu"] == "correct"]
+    by_sanitizer = [r for r in rows if r["gpu"] == "correct" and sanitizer_findings(r)]
+    broken_accepted = [r for r in rows if (r["gpu"] in BROKEN or r in by_sanitizer)
+                       and r["ptxdsl"]["verdict"] == "accepted"]
+    correct = [r for r in rows if r["gpu"] == "correct" and r not in by_sanitizer]
+    correct_rejected = [r for r in correct if r["ptxdsl"]["verdict"] == "rejected"]
     memory_model = [r["id"] for r in correct_rejected if r.get("memory_model")]
     false_positives = [r["id"] for r in correct_rejected if not r.get("memory_model")]
     return {"mutants": len(rows), "rejected_by_ptxdsl": len(rejected), "gpu": by_gpu,
             "broken_on_gpu_but_accepted": [r["id"] for r in broken_accepted if not functional(r)],
             "functional_not_protocol": [r["id"] for r in broken_accepted if functional(r)],
+            "broken_by_sanitizer": {r["id"]: sanitizer_findings(r) for r in by_sanitizer},
+            "sanitizer_checked": sum(1 for r in rows if r.get("sanitizer")),
             "correct_on_gpu_but_rejected": [r["id"] for r in correct_rejected],
             "memory_model_violations_not_observed": memory_model,
             "false_positives": false_positives,
@@ -948,6 +1052,8 @@ def main(argv=None) -> int:
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--out", default=os.environ.get("OUT", "."))
     g.add_argument("--budget", type=float, default=210, help="seconds after which no new worker starts")
+    g.add_argument("--sanitizer-budget", type=float, default=240,
+                   help="seconds for the compute-sanitizer runs of the mutants that ran correctly (0: none)")
     w = sub.add_parser("worker")
     w.add_argument("ids", nargs="+")
     r = sub.add_parser("summarise")
@@ -964,7 +1070,7 @@ def main(argv=None) -> int:
         s = cpu_campaign(a.json, a.families or None)["summary"]
         print(json.dumps(s, indent=1))
         return 0
-    s = gpu_campaign(a.sample, a.jobs, a.out, a.seed, a.budget)["summary"]
+    s = gpu_campaign(a.sample, a.jobs, a.out, a.seed, a.budget, a.sanitizer_budget)["summary"]
     print(json.dumps(s, indent=1))
     return 0 if not s["broken_on_gpu_but_accepted"] and not s["unclassified"] else 1
 

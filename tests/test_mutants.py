@@ -131,7 +131,9 @@ def test_the_gpu_campaign_restarts_a_worker_after_a_dead_context(tmp_path, monke
 
 
 def test_a_silent_worker_is_a_timeout_and_the_rest_still_run(tmp_path, monkeypatch):
-    result, written = run_campaign(tmp_path, monkeypatch, "correct,correct,sleep", 4, timeout=3)
+    # 10 s of silence is a hang: a worker's first line (after Python, ptxdsl and its kernels) takes seconds on a
+    # loaded machine
+    result, written = run_campaign(tmp_path, monkeypatch, "correct,correct,sleep", 4, timeout=10)
     gpu = [r["gpu"] for r in written["mutants"]]
     assert "timeout" in gpu and "correct" in gpu and "no result" not in gpu, gpu
 
@@ -167,6 +169,69 @@ def test_the_summary_sorts_the_disagreements():
                                                          "ws_copy/loop_bound/0-stop1", "tma_load_tile/tx/0-8176"]
     assert s["false_positives"] == ["ring_copy/init_count/5-129", "tma_load_tile/tx/0-8208"]
     assert len(s["correct_on_gpu_but_rejected"]) == 6 and s["false_positive_share_of_sample"] == round(2 / 11, 4)
+
+
+def test_what_a_sanitized_run_says():
+    ok = '{"id": "a/b/0", "gpu": "correct", "detail": "2 launches bit-exact"}\n'
+    race = "========= RACECHECK SUMMARY: 2 hazards displayed (0 errors, 2 warnings)\n"
+    assert M.judge_sanitized("racecheck", ok, race) == "2 racecheck hazards"
+    assert M.judge_sanitized("racecheck", ok, race.replace("2", "0")) == M.CLEAN
+    assert M.judge_sanitized("synccheck", ok, "========= ERROR SUMMARY: 384 errors\n") == "384 synccheck errors"
+    dead = '{"id": "a/b/0", "gpu": "context error", "detail": "unspecified launch failure"}\n'
+    assert M.judge_sanitized("synccheck", dead, "========= ERROR SUMMARY: 0 errors\n") == "context error under synccheck"
+    assert M.judge_sanitized("racecheck", ok, "") == "no verdict under racecheck"
+    assert M.judge_sanitized("racecheck", "", race) == "2 racecheck hazards"        # the worker died: hazards still count
+    assert M.judge_sanitized("racecheck", "", race.replace("2", "0")) == "no verdict under racecheck"
+    assert [M.is_finding(x) for x in ("2 racecheck hazards", "hang caught by watchdog under racecheck", M.CLEAN,
+                                      "void: the unmutated kernel under racecheck: 1 racecheck hazards",
+                                      "no verdict under synccheck", "timeout under racecheck (120 s)", None)] == [
+        True, True, False, False, False, False, False]
+
+
+FAKE_SANITIZER = r"""#!/bin/sh
+# stands in for compute-sanitizer: --tool T ... --log-file PATTERN python mutants.py worker ID
+while [ "$1" != "worker" ]; do
+    case "$1" in --tool) tool=$2 ;; --log-file) log=$(echo "$2" | sed "s/%p/$$/") ;; esac
+    shift
+done
+id=$2
+case "$tool:$id" in
+    racecheck:*drop_sync*|racecheck:tma_load_tile/reference) n=3 ;;
+    *) n=0 ;;
+esac
+if [ "$tool" = racecheck ]; then
+    echo "RACECHECK SUMMARY: $n hazards displayed (0 errors, $n warnings)" > "$log"
+else
+    echo "ERROR SUMMARY: 0 errors" > "$log"
+fi
+echo "{\"id\": \"$id\", \"gpu\": \"correct\", \"detail\": \"\"}"
+"""
+
+
+def test_the_sanitizer_pass_runs_each_mutant_beside_its_familys_control(tmp_path, monkeypatch):
+    """Each mutant under racecheck and synccheck, with the unmutated kernel as the control: a family whose
+    control is not clean under a tool has that tool's findings voided."""
+    fake = tmp_path / "compute-sanitizer"
+    fake.write_text(FAKE_SANITIZER)
+    fake.chmod(0o755)
+    monkeypatch.setenv("COMPUTE_SANITIZER", str(fake))
+    monkeypatch.delenv(M.FAKE, raising=False)
+    got = M.sanitizer_pass(["ring_copy/drop_sync/0", "ring_copy/coord_param/1-0", "tma_load_tile/drop_sync/0"], 2,
+                           float("inf"))
+    assert got["ring_copy/drop_sync/0"] == {"racecheck": "3 racecheck hazards", "synccheck": M.CLEAN}
+    assert got["ring_copy/coord_param/1-0"] == {"racecheck": M.CLEAN, "synccheck": M.CLEAN}
+    assert got["tma_load_tile/drop_sync/0"]["racecheck"].startswith("void: the unmutated kernel under racecheck")
+    rows = [dict(row("ring_copy/drop_sync/0", "rejected", "correct", rule="mbarrier-init-sync"),
+                 sanitizer=got["ring_copy/drop_sync/0"]),
+            dict(row("ring_copy/coord_param/1-0", "accepted", "correct"), sanitizer=got["ring_copy/coord_param/1-0"]),
+            dict(row("tma_load_tile/drop_sync/0", "rejected", "correct", rule="mbarrier-init-sync"),
+                 sanitizer=got["tma_load_tile/drop_sync/0"]),
+            dict(row("ws_copy/drop_sync/0", "accepted", "correct"), sanitizer={"racecheck": "5 racecheck hazards"})]
+    s = M.summarise_gpu(rows)
+    assert s["broken_by_sanitizer"] == {"ring_copy/drop_sync/0": ["racecheck: 3 racecheck hazards"],
+                                        "ws_copy/drop_sync/0": ["racecheck: 5 racecheck hazards"]}
+    assert s["broken_on_gpu_but_accepted"] == ["ws_copy/drop_sync/0"]
+    assert s["correct_on_gpu_but_rejected"] == ["tma_load_tile/drop_sync/0"] and s["sanitizer_checked"] == 4
 
 
 def test_memory_model_reasons_per_operator_and_rule():
