@@ -2,7 +2,8 @@
 
     check(kernel)          every finding, sorted by source line (what `ptxdsl check` prints)
     verify_kernel(kernel)  raise TargetError / VerifyError for the first error (KernelBuilder.finish calls it
-                           unless the kernel was made with verify=False)
+                           unless the kernel was made with verify=False); a kernel that passes leaves its launch
+                           checks prepared
     check_launch(kernel, args, grid=, block=, cluster=)
                            raise LaunchError for a fact that depends on the arguments and does not hold with
                            these (a coordinate or byte count passed as a parameter, a map declared without a
@@ -73,6 +74,8 @@ def verify_kernel(k: Kernel) -> None:
     for d in sorted(_findings(k), key=order):
         if d.severity == "error":
             raise VerifyError(f"{d.message} (see {RULES[d.rule].doc})", d.loc, rule=d.rule)
+    launch_plan(k).checks       # the walk that prepares the launch checks, made here with the rest of the verifier's
+                                # (from the same Facts), so that a first launch only evaluates them
 
 
 def format_diagnostics(diags) -> str:

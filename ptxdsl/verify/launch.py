@@ -10,9 +10,9 @@ environment variable PTXDSL_LAUNCH_CHECKS=0 turns the checks off.
 
 The checks (`launch_plan(kernel).checks`, verify/deferred.py) come from a walk of the kernel in which every
 tensor map's spec is unknown and parameters are symbols, plus the run of the kernel's threads where it depends
-on a scalar parameter. They are computed once per kernel (on first use), and their verdict is kept per distinct
-signature of the arguments they read (those scalars' values, those maps' dtype, box, swizzle and kind): a
-repeated launch with the same signature costs one dictionary lookup.
+on a scalar parameter. They are computed once per kernel (by verify_kernel, else on first use), and their
+verdict is kept per distinct signature of the arguments they read (those scalars' values, those maps' dtype,
+box, swizzle and kind): a repeated launch with the same signature costs one dictionary lookup.
 """
 from __future__ import annotations
 
