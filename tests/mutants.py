@@ -931,6 +931,8 @@ MEMORY_MODEL = {
     ("loop_bound", "tma-load-race"): "a load no thread waits for: reads race it, or the CTA exits while it still "
                                      "writes the CTA's shared memory",
     ("loop_bound", "refill-race"): "a refill before the slot's readers have released it: " + _RACE,
+    ("loop_bound", "mbarrier-bounds"): "the init loop writes one barrier past the array: an out-of-bounds "
+                                       "shared-memory write, onto whatever ptxas placed there",
     ("flip_parity", "phase-reuse"): "the wait names a phase that already completed and returns at once: " + _RACE,
     ("flip_parity", "ring-parity"): "the wait names a phase that already completed and returns at once: " + _RACE,
     ("flip_parity", "refill-race"): "a wait that returns at once lets the refill overtake the readers: " + _RACE,
@@ -1009,8 +1011,8 @@ def summarise_gpu(rows) -> dict:
 
 
 def resummarise(path, reclassify=False) -> dict:
-    """The summary of a mutants.json written earlier, with today's classification of the disagreements (the
-    file's rows get `memory_model` where they lack it); `reclassify` replaces each row's ptxdsl verdict by
+    """The summary of a mutants.json written earlier, with today's classification of the disagreements (each
+    row's `memory_model` reason from today's MEMORY_MODEL); `reclassify` replaces each row's ptxdsl verdict by
     today's (the GPU's outcome stays the file's)."""
     data = json.loads(Path(path).read_text())
     by_id = {m.id: m for m in mutants()}
@@ -1021,8 +1023,7 @@ def resummarise(path, reclassify=False) -> dict:
         if m is not None:
             if reclassify:
                 r["ptxdsl"] = classify(m)
-            if reclassify or "memory_model" not in r:
-                r["memory_model"] = memory_model_reason(m.operator, r["ptxdsl"], m.variant, m.base)
+            r["memory_model"] = memory_model_reason(m.operator, r["ptxdsl"], m.variant, m.base)
         rows.append(r)
     summary = summarise_gpu(rows)
     for key in ("wall_seconds", "device", "date"):
