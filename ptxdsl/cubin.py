@@ -92,7 +92,56 @@ def prepare(ptx, arch: str, *, driver: tuple[int, int], line_info: bool = False)
     if asm.setmaxnreg_dropped:
         return _jit(arch, asm, "nvJitLink compiles PTX as relocatable code, which drops setmaxnreg (ptxas info "
                                "C7504); the driver JIT's whole-program compile keeps it")
+    misaligned = misaligned_dynamic_shared(asm.cubin, ptx)
+    if misaligned:
+        return _jit(arch, asm, misaligned)
     return Image(arch, asm)
+
+
+def misaligned_dynamic_shared(cubin: bytes, ptx) -> str:
+    """Why the cubin would start a kernel's dynamic shared memory off the alignment its `.extern .shared .align`
+    declares ('' when none would). The dynamic window starts where the kernel's `.nv.shared.<name>` section (the
+    reserved kilobyte and the static buffers) ends; nvJitLink 13.0 leaves that section at a 16-byte alignment
+    (0x410 bytes for a kernel with 16 bytes of mbarriers), so a 128B-swizzled TMA box into a 1024-aligned
+    buffer faults with a misaligned address, while nvJitLink 13.5 pads it to the declared alignment."""
+    ends = None
+    for name, info in ptx.kernels.items():
+        align = getattr(info, "dynamic_shared_align", 16)
+        if align <= 16 or not info.dynamic_shared_bytes:
+            continue
+        if ends is None:
+            ends = shared_section_sizes(cubin)
+        end = ends.get(name, 0)
+        if end % align:
+            from .assembler import nvjitlink_release
+
+            return (f"nvJitLink {nvjitlink_release()}'s cubin starts the dynamic shared memory of kernel {name!r} at "
+                    f"byte {end:#x}, off the {align}-byte alignment the kernel declares (the driver JIT honours it)")
+    return ""
+
+
+def shared_section_sizes(cubin: bytes) -> dict[str, int]:
+    """{kernel: the size of its .nv.shared.<kernel> section} in a cubin (an ELF64 image; section headers read
+    directly: e_shoff at 0x28, e_shentsize/e_shnum/e_shstrndx at 0x3a/0x3c/0x3e; sh_name at +0, sh_offset at +24,
+    sh_size at +32 of each 64-byte header)."""
+    import struct
+
+    if len(cubin) < 64 or cubin[:4] != b"\x7fELF" or cubin[4] != 2:
+        return {}
+    shoff, = struct.unpack_from("<Q", cubin, 0x28)
+    entsize, count, strndx = struct.unpack_from("<HHH", cubin, 0x3A)
+    if entsize < 40 or shoff + count * entsize > len(cubin) or strndx >= count:
+        return {}
+    headers = [struct.unpack_from("<I4xQQQQ", cubin, shoff + i * entsize) for i in range(count)]
+    names_at = headers[strndx][3]
+    prefix = b".nv.shared."
+    out = {}
+    for name_off, _flags, _addr, _offset, size in headers:
+        start = names_at + name_off
+        end = cubin.find(b"\0", start)
+        if end > start and cubin.startswith(prefix, start):
+            out[cubin[start + len(prefix):end].decode(errors="replace")] = size
+    return out
 
 
 def _jit(arch: str, asm, reason: str) -> Image:

@@ -32,6 +32,7 @@ class KernelInfo:
     needs_cluster: object = None                      # the loc of an op that only runs in a cluster launch
     debug_checks: list = field(default_factory=list)  # [(loc, kind, expected, what)]: a debug kernel's device checks
     launch_checks: object = None                      # ptxdsl.verify.launch.LaunchPlan: ptxdsl.verify.check_launch
+    dynamic_shared_align: int = 16                    # the .align of the module's .extern .shared window
 
 
 @dataclass
@@ -77,7 +78,7 @@ def emit(obj, *, arch: str | None = None, ptx=None, source_comments: bool = Fals
         _KernelEmitter(k, w).emit()
         infos[k.name] = KernelInfo(k.name, list(k.params), k.dynamic_shared_bytes, k.cluster_dims, k.debug,
                                    watchdog.sites(k), _cluster_only_op(k), watchdog.check_descriptions(k),
-                                   _launch_plan(k))
+                                   _launch_plan(k), k.dynamic_align)
     return PTX("".join(w.parts), target, w.origins, infos)
 
 

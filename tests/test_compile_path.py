@@ -89,6 +89,38 @@ def test_ptx_that_ptxas_refuses_is_an_error_not_a_fallback(monkeypatch):
     assert e.value.rule == "ptxas"
 
 
+def test_a_cubin_whose_dynamic_shared_memory_starts_off_its_alignment_gets_the_ptx(monkeypatch):
+    """nvJitLink 13.0 ends a kernel's .nv.shared section at a 16-byte boundary whatever the `.extern .shared
+    .align` says, so the dynamic window (1024-aligned for a 128B-swizzled box) starts off it and the TMA load
+    faults. The installed nvJitLink's cubin is read as it is, then with that section shortened to 0x410 bytes
+    (what nvJitLink 13.0 writes for pipe_transpose): the second goes to the driver JIT, with the reason."""
+    import struct
+
+    import pipe_transpose
+    from ptxdsl import cubin as cubin_mod
+
+    monkeypatch.setenv("PTXDSL_CACHE", "0")
+    ptx = px.emit(pipe_transpose.KERNEL)
+    assert ptx.kernels["pipe_transpose"].dynamic_shared_align == 1024
+    image = prepare(ptx, "sm_90a", driver=(13, 0))
+    size = cubin_mod.shared_section_sizes(image.cubin)["pipe_transpose"]
+    assert image.jit_reason == "" and size % 1024 == 0 and size >= 0x400      # the reserved kilobyte and more
+    data = bytearray(image.cubin)
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    entsize, count, _ = struct.unpack_from("<HHH", data, 0x3A)
+    for i in range(count):
+        if struct.unpack_from("<Q", data, shoff + i * entsize + 32)[0] == size:
+            struct.pack_into("<Q", data, shoff + i * entsize + 32, 0x410)
+    assert cubin_mod.shared_section_sizes(bytes(data)) == {"pipe_transpose": 0x410}
+    reason = cubin_mod.misaligned_dynamic_shared(bytes(data), ptx)
+    assert ("starts the dynamic shared memory of kernel 'pipe_transpose' at byte 0x410, off the 1024-byte "
+            "alignment") in reason
+    monkeypatch.setattr(assembler, "assemble", lambda *a, **kw: assembler.Assembled(bytes(data), "sm_90a", "", {}))
+    assert prepare(ptx, "sm_90a", driver=(13, 0)).jit_reason == reason
+    assert cubin_mod.misaligned_dynamic_shared(bytes(data), store_tile()) == ""        # no dynamic window
+    assert cubin_mod.shared_section_sizes(b"not an ELF image") == {}
+
+
 def test_line_info_reaches_the_cubin(monkeypatch):
     monkeypatch.setenv("PTXDSL_CACHE", "0")
     from tma_store_tile import k
