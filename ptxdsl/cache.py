@@ -4,23 +4,30 @@ Where: `PTXDSL_CACHE_DIR` when set, else the platform's user cache directory (`$
 `~/.cache/ptxdsl` on Linux, `~/Library/Caches/ptxdsl` on macOS, `%LOCALAPPDATA%\\ptxdsl\\Cache` on Windows).
 `PTXDSL_CACHE=0` turns it off. Entries are written to a temporary file and renamed into place (`os.replace`),
 so processes that write the same entry at once never leave a torn one; each entry carries its length and
-SHA-256, checked on every read, and a damaged entry is dropped (and rebuilt by the caller), never returned.
-The cache never fails a compile: a directory that cannot be written just means no caching.
+BLAKE2b-256 digest, checked on every read, and a damaged entry is dropped (and rebuilt by the caller), never
+returned. The cache never fails a compile: a directory that cannot be written just means no caching.
+
+Keys and digests are BLAKE2b from CPython's own `_blake2` module where there is one: `import hashlib` loads
+OpenSSL, about 3 ms of a first compile, which a warm cache would otherwise spend before its file read.
 """
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
+try:
+    from _blake2 import blake2b
+except ImportError:                     # an interpreter without it: hashlib's (the same function)
+    from hashlib import blake2b
+
 from . import log
 
-MAGIC = b"ptxdsl-cache-1\n"
-_HEADER = len(MAGIC) + 32 + 8          # magic, SHA-256 of the payload, payload length (little endian)
+MAGIC = b"ptxdsl-cache-2\n"
+_HEADER = len(MAGIC) + 32 + 8          # magic, BLAKE2b-256 of the payload, payload length (little endian)
 _OFF = ("0", "false", "no", "off")
 
 
@@ -45,8 +52,8 @@ def cache_dir() -> Path:
 
 
 def key(*parts: str | bytes) -> str:
-    """A hex SHA-256 over the parts (each length-prefixed, so no two part lists collide)."""
-    h = hashlib.sha256()
+    """A hex BLAKE2b-256 over the parts (each length-prefixed, so no two part lists collide)."""
+    h = blake2b(digest_size=32)
     for p in parts:
         b = p.encode() if isinstance(p, str) else bytes(p)
         h.update(len(b).to_bytes(8, "little"))
@@ -109,16 +116,16 @@ def clear() -> None:
 
 
 def _wrap(payload: bytes) -> bytes:
-    return MAGIC + hashlib.sha256(payload).digest() + len(payload).to_bytes(8, "little") + payload
+    return MAGIC + blake2b(payload, digest_size=32).digest() + len(payload).to_bytes(8, "little") + payload
 
 
 def _unwrap(data: bytes) -> bytes | None:
-    """The payload of a stored entry, or None unless the magic, the length and the SHA-256 all check out."""
+    """The payload of a stored entry, or None unless the magic, the length and the digest all check out."""
     if len(data) < _HEADER or not data.startswith(MAGIC):
         return None
     digest = data[len(MAGIC):len(MAGIC) + 32]
     size = int.from_bytes(data[len(MAGIC) + 32:_HEADER], "little")
     payload = data[_HEADER:]
-    if len(payload) != size or hashlib.sha256(payload).digest() != digest:
+    if len(payload) != size or blake2b(payload, digest_size=32).digest() != digest:
         return None
     return payload
