@@ -8,24 +8,43 @@ import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from . import cache as _cache
 from .errors import AssembleError, DSLError
 from . import log
 
-_ARCH = re.compile(r"sm_\d{2,3}[af]?")
-_INPUT_NAME = "ptxdsl.ptx"
-_TARGET = re.compile(r"\s*\.target\s+(?P<sm>sm_\w+)")
+class _Pattern:
+    """A regular expression compiled on first use (re keeps it): every cubin compile imports this module, and
+    compiling its dozen patterns up front cost about a millisecond."""
 
-_DIAG = re.compile(r"ptxas (?:.*?, line (?P<line>\d+); )?(?P<kind>error|warning|fatal)\s*: (?P<text>.*)")
-_INTERNAL = re.compile(r"internal (?:compiler )?error", re.IGNORECASE)
-_PTXAS_ENTRY = re.compile(r"ptxas info\s*: Compiling entry function '(?P<name>[^']+)'")
-_PTXAS_FUNC = re.compile(r"ptxas info\s*: Function properties for (?P<name>\S+)")
-_PTXAS_USAGE = re.compile(r"ptxas(?: info)?\s*[:.]\s+(?P<items>(?:Used )?\d+ .*)")
-_LINK_FUNC = re.compile(r"info\s*: Function properties for '(?P<name>[^']+)':")
-_LINK_USAGE = re.compile(r"info\s*: (?P<items>used \d+ registers.*)")
-_ITEM = re.compile(r"(?:used )?(?P<n>\d+) (?:bytes )?(?P<what>.+)", re.IGNORECASE)
+    __slots__ = ("pattern", "flags")
+
+    def __init__(self, pattern: str, flags: int = 0):
+        self.pattern, self.flags = pattern, flags
+
+    def match(self, text: str):
+        return re.match(self.pattern, text, self.flags)
+
+    def fullmatch(self, text: str):
+        return re.fullmatch(self.pattern, text, self.flags)
+
+    def search(self, text: str):
+        return re.search(self.pattern, text, self.flags)
+
+
+_ARCH = _Pattern(r"sm_\d{2,3}[af]?")
+_INPUT_NAME = "ptxdsl.ptx"
+_TARGET = _Pattern(r"\s*\.target\s+(?P<sm>sm_\w+)")
+
+_DIAG = _Pattern(r"ptxas (?:.*?, line (?P<line>\d+); )?(?P<kind>error|warning|fatal)\s*: (?P<text>.*)")
+_INTERNAL = _Pattern(r"internal (?:compiler )?error", re.IGNORECASE)
+_PTXAS_ENTRY = _Pattern(r"ptxas info\s*: Compiling entry function '(?P<name>[^']+)'")
+_PTXAS_FUNC = _Pattern(r"ptxas info\s*: Function properties for (?P<name>\S+)")
+_PTXAS_USAGE = _Pattern(r"ptxas(?: info)?\s*[:.]\s+(?P<items>(?:Used )?\d+ .*)")
+_LINK_FUNC = _Pattern(r"info\s*: Function properties for '(?P<name>[^']+)':")
+_LINK_USAGE = _Pattern(r"info\s*: (?P<items>used \d+ registers.*)")
+_ITEM = _Pattern(r"(?:used )?(?P<n>\d+) (?:bytes )?(?P<what>.+)", re.IGNORECASE)
 _FIELD_OF = {
     "registers": "registers",
     "barriers": "barriers",
@@ -39,13 +58,12 @@ _LINKER_FIELDS = frozenset({"registers", "shared_bytes", "const_bytes"})
 # ptxas compiles nvJitLink's PTX inputs as relocatable code (ptxas -c) and then drops every setmaxnreg
 # (C7504); a whole-program compile (the driver JIT's) keeps it. No nvJitLink or -Xptxas option changes that
 # (measured with nvJitLink 13.5: -Xptxas -ewp, -kernels-used, -maxrregcount, -O3, ...).
-_SETMAXNREG_DROPPED = re.compile(r"\(C7504\)[^\n]*setmaxnreg")
+_SETMAXNREG_DROPPED = _Pattern(r"\(C7504\)[^\n]*setmaxnreg")
 _ELF = b"\x7fELF"
 _WHEEL = "nvidia_nvjitlink-"
 
 
-@dataclass(frozen=True)
-class Resources:
+class Resources(NamedTuple):
     """One kernel's resource usage as reported by `-verbose`.
 
     Registers, static shared memory and cmem[0] bytes are the linker's numbers for the
@@ -63,14 +81,23 @@ class Resources:
     const_bytes: int = 0
 
 
-@dataclass(frozen=True)
 class Assembled:
-    """A cubin nvJitLink produced, the verbose log, and each entry's resources."""
+    """A cubin nvJitLink produced, the verbose log, and each entry's resources (parsed from the log when first
+    asked for: a cache hit that only loads the cubin never reads them)."""
 
-    cubin: bytes
-    arch: str
-    info_log: str
-    kernels: dict[str, Resources]
+    __slots__ = ("cubin", "arch", "info_log", "_kernels")
+
+    def __init__(self, cubin: bytes, arch: str, info_log: str, kernels: dict | None = None):
+        self.cubin, self.arch, self.info_log, self._kernels = cubin, arch, info_log, kernels
+
+    @property
+    def kernels(self) -> dict[str, Resources]:
+        if self._kernels is None:
+            self._kernels = parse_resources(self.info_log)
+        return self._kernels
+
+    def __repr__(self) -> str:
+        return f"Assembled(arch={self.arch!r}, {len(self.cubin)} bytes of cubin, kernels={list(self.kernels)})"
 
     def report(self) -> str:
         """One line per kernel: registers, barriers, shared/const/stack bytes, spills."""
@@ -176,7 +203,7 @@ def _cached(name: str, arch: str) -> Assembled | None:
     if len(payload) < 8 + n or not cubin.startswith(_ELF):
         log.debug("cache: entry %s holds no cubin; rebuilding", name[:16])
         return None
-    return Assembled(cubin=cubin, arch=arch, info_log=info_log, kernels=parse_resources(info_log))
+    return Assembled(cubin, arch, info_log)
 
 
 def _store(name: str, result: Assembled) -> None:
