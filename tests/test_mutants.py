@@ -104,6 +104,19 @@ def test_every_pipeline_mutant_but_the_controls_is_rejected():
             "coord-align"} <= launch, launch
 
 
+@pytest.mark.parametrize("mid, rule, text", [
+    ("pipe_copy/tx/0-8208", "expect-tx-mismatch", "ring_full[0] still expects 16 transaction bytes in phase 0"),
+    ("pipe_copy/tx/0-16384", "expect-tx-mismatch", "ring_full[0] still expects 8192 transaction bytes"),
+    ("pipe_copy/init_count/0-2", "arrival-count", "which needs 2 arrivals"),
+])
+def test_a_deadlock_names_its_cause_not_the_waits_it_leaves_behind(mid, rule, text):
+    """The consumers wait on a full phase that lacks bytes or arrivals; the producer, waiting for a slot they never
+    release, is the consequence, and is not what the error names."""
+    (m,) = [m for m in EVERY if m.id == mid]
+    v = M.classify(m)
+    assert (v["verdict"], v["stage"], v["rule"]) == ("rejected", "launch", rule) and text in v["message"], v
+
+
 # ------------------------------------------------------------------------------- the GPU side's bookkeeping
 
 def run_campaign(tmp_path, monkeypatch, outcomes, n, timeout=None):

@@ -13,7 +13,8 @@ the bytes of the loads completing on it) reach zero. Each class keeps what it kn
 clocks, joined at arrive -> wait and at bar.sync), so a TMA load into shared memory can be checked against the
 reads it may overwrite. Rules:
 
-- wait-never-armed: every thread still running is blocked and a wait's phase has no arrival at all;
+- wait-never-armed: every thread still running is blocked and a wait's phase has no arrival at all (reported
+  only when no blocked phase lacks arrivals or bytes, the two rules below, which are then the cause);
 - arrival-count: ... a wait's phase has some arrivals but fewer than the init count (`mbarrier.init(bar, 128)`
   where only thread 0 arrives); or, whenever it happens, a phase receives more arrivals than its init count
   (`mbarrier.init(empty, 127)` where 128 threads arrive each lap): the extra ones count towards the next phase;
@@ -708,7 +709,11 @@ class _Run(Races):
         return False
 
     def _deadlock(self):
-        """Every live class is blocked: name the waits that can never return."""
+        """Every live class is blocked: name the waits that can never return. A phase short of arrivals or of
+        bytes is a cause; a wait whose phase nothing arrives on is reported only when no such cause is, since it
+        is mostly their consequence (a producer waiting for a slot that consumers, stuck on an unfinished full
+        phase, never release)."""
+        unarmed, caused = [], False
         for th in self.classes:
             if th.state != "wait":
                 continue
@@ -721,15 +726,20 @@ class _Run(Races):
                              f"{phase}, which needs {b.count} arrivals (its mbarrier.init at line {_line(b.stmt)}), "
                              f"but only {arrived} arrive ({describe(who) if who else 'no thread'}) before every "
                              f"thread is blocked: the wait never returns", w, b.stmt)
+                caused = True
             elif b.pending <= 0 and b.exact and b.tx > 0:
                 self._report("expect-tx-mismatch", f"mbarrier {_slot(key)} still expects {b.tx} transaction bytes "
                              f"in phase {phase} when every arrival is in and no load is left to deliver them: the "
                              f"wait at line {_line(w)} never returns", *_expects_first(b.src), w)
+                caused = True
             elif b.pending == b.count and b.exact or b.pending == b.count and not b.loads:
-                self._report("wait-never-armed", f"{describe(th.tids)} wait here on mbarrier {_slot(key)} for its "
-                             f"phase {phase}, but nothing arrives on that phase: only {phase} phase(s) of it ever "
-                             f"complete, so the wait never returns (a drain loop that runs too long, or a ring that "
-                             f"skips a refill)", w)
+                unarmed.append(th)
+        for th in unarmed if not caused else ():
+            w, key, parity, phase = th.at
+            self._report("wait-never-armed", f"{describe(th.tids)} wait here on mbarrier {_slot(key)} for its "
+                         f"phase {phase}, but nothing arrives on that phase: only {phase} phase(s) of it ever "
+                         f"complete, so the wait never returns (a drain loop that runs too long, or a ring that "
+                         f"skips a refill)", w)
 
     # ------------------------------------------------------------------------------ races
 
