@@ -128,8 +128,11 @@ def nvjitlink_version() -> tuple[int, int]:
 def nvjitlink_release() -> str:
     """The nvJitLink release: '13.5.37' from the nvidia-nvjitlink wheel's metadata directory, found without
     loading the 60 MB library (so a cache hit costs no nvJitLink load; importlib.metadata alone takes ~20 ms
-    to import); 'major.minor' from nvJitLinkVersion when no wheel is installed."""
+    to import) in the sys.path entries that hold an nvidia/ package folder (listing the standard library's
+    folders too cost 0.25 ms); 'major.minor' from nvJitLinkVersion when no wheel is installed."""
     for entry in sys.path:
+        if not os.path.isdir(os.path.join(entry or ".", "nvidia")):     # the wheel's files sit in nvidia/
+            continue
         try:
             names = os.listdir(entry or ".")
         except OSError:
