@@ -4,11 +4,11 @@
     prog["copy"](tmap_spec, out_array, 1024, grid=(8, 4), block=128)
     print(prog.resources["copy"])
 
-By default the driver JIT compiles the PTX (and caches what it compiled). loader='cubin' (or PTXDSL_LOADER=cubin)
-loads the cubin `ptxdsl check` reports on instead, assembled by nvJitLink for the device's arch (sm_90a on an
-H200) and kept in ptxdsl's disk cache, with `.cubin` and `.sass` to inspect; the driver JIT still compiles what
-nvJitLink cannot serve (ptxdsl.cubin says when, and the `ptxdsl` logger says why). docs/compile.md has the whole
-path, the cache and the inspection properties.
+The device loads the cubin `ptxdsl check` reports on, assembled by nvJitLink for the device's arch (sm_90a on an
+H200) and kept in ptxdsl's disk cache, with `.cubin` and `.sass` to inspect; the driver JIT compiles the PTX
+where nvJitLink's cubin cannot serve (ptxdsl.cubin says when, and the `ptxdsl` logger says why), or when asked
+for (loader='ptx' or PTXDSL_LOADER=ptx). docs/compile.md has the whole path, the cache and the inspection
+properties.
 
 A kernel built with debug=True gets a hidden record in mapped host memory (ptxdsl.runtime.watchdog); a
 wait that gives up writes its site there and traps, and the launch raises KernelTrap naming the waiting line.
@@ -25,14 +25,13 @@ from .runtime.launch import Plan
 
 
 LOADERS = ("ptx", "cubin")
-DEFAULT_JIT_REASON = ("the driver JIT is the default loader (loader='cubin' or PTXDSL_LOADER=cubin loads nvJitLink's "
-                      "cubin instead)")
+PTX_LOADER_REASON = "the driver JIT was asked for (loader='ptx' or PTXDSL_LOADER=ptx)"
 
 
 def _loader(loader) -> str:
-    """'ptx' (the driver JIT compiles the PTX: the default) or 'cubin' (nvJitLink's cubin, cached on disk), from
+    """'cubin' (nvJitLink's cubin, cached on disk: the default) or 'ptx' (the driver JIT compiles the PTX), from
     the argument or PTXDSL_LOADER."""
-    value = loader if loader is not None else os.environ.get("PTXDSL_LOADER") or "ptx"
+    value = loader if loader is not None else os.environ.get("PTXDSL_LOADER") or "cubin"
     if value not in LOADERS:
         raise DSLError(f"loader={value!r} breaks 'the loader is one of {', '.join(LOADERS)}'"
                        + (" (from PTXDSL_LOADER)" if loader is None else ""))
@@ -64,7 +63,7 @@ class Program:
         if _loader(loader) == "cubin":
             self.image = prepare(self.ptx, self.arch, driver=driver_version(), line_info=line_info)
         else:
-            self.image = Image(self.arch, None, DEFAULT_JIT_REASON)
+            self.image = Image(self.arch, None, PTX_LOADER_REASON)
         self.jit_reason = self.image.jit_reason
         self.module = self._load(line_info)
         self._launchers: dict = {}
@@ -220,9 +219,9 @@ def check_cluster_launch(info, cluster) -> None:
 def compile(obj, *, arch: str | None = None, ptx=None, device=None, line_info: bool | None = None,
             loader: str | None = None) -> Program:
     """Emit `obj` (a kernel builder, Kernel, Module or PTX) and load it on `device` (default: the current
-    context's, else device 0). loader='ptx' (the default; PTXDSL_LOADER sets another) has the driver JIT compile
-    the PTX (the driver caches what it compiled); loader='cubin' loads nvJitLink's cubin for the device's arch,
-    from the on-disk cache when it was made before, or the PTX where nvJitLink cannot serve (docs/compile.md).
+    context's, else device 0). loader='cubin' (the default; PTXDSL_LOADER sets another) loads nvJitLink's cubin
+    for the device's arch, from the on-disk cache when it was made before, or the PTX where nvJitLink cannot serve
+    (docs/compile.md); loader='ptx' has the driver JIT compile the PTX (the driver caches what it compiled).
     line_info (default: the PTXDSL_LINE_INFO environment variable) emits .file/.loc and keeps the line table,
     so compute-sanitizer, cuda-gdb, ncu and `.sass` name the builder calls or .ptxd lines."""
     return Program(obj, arch=arch, ptx=ptx, device=device, line_info=line_info, loader=loader)

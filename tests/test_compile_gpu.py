@@ -1,6 +1,7 @@
 """The compile path on a GPU: px.compile loads nvJitLink's cubin (not the PTX) and the kernel copies bit-exactly; a
-setmaxnreg kernel goes through the driver JIT and gets the registers it asked for; a cubin the driver refuses falls
-back to the JIT; a warm cache makes compile fast in a fresh process; .sass/.resources/.cubin/.ptx and the dump dir."""
+setmaxnreg kernel, or a dynamic window nvJitLink 13.0 would misplace, goes through the driver JIT (and the first
+gets the registers it asked for); a cubin the driver refuses falls back to the JIT; loader='ptx' asks for the JIT;
+a warm cache makes compile fast in a fresh process; .sass/.resources/.cubin/.ptx and the dump dir."""
 from __future__ import annotations
 
 import json
@@ -24,17 +25,33 @@ pytestmark = pytest.mark.gpu
 
 @pytest.fixture(autouse=True)
 def cubin_loader(monkeypatch):
-    """These tests are about the cubin path (loader='cubin'); children started by a test inherit it."""
-    monkeypatch.setenv("PTXDSL_LOADER", "cubin")
+    """These tests are about the cubin path (loader='cubin', the default); children started by a test inherit
+    the environment, so a PTXDSL_LOADER of the caller's is set aside."""
+    monkeypatch.delenv("PTXDSL_LOADER", raising=False)
 
 
-def test_the_default_loader_jit_compiles_and_copies():
+def test_loader_ptx_jit_compiles_and_copies():
     from tma_store_tile import k, run
 
-    os.environ.pop("PTXDSL_LOADER")
-    prog = px.compile(k)
-    assert prog.loaded_from == "ptx" and "default loader" in prog.jit_reason
+    prog = px.compile(k, loader="ptx")
+    assert prog.loaded_from == "ptx" and "loader='ptx'" in prog.jit_reason
+    assert copy_with(prog)
     ok, verdict = run(kernel=k)
+    assert ok, verdict
+
+
+def test_a_dynamic_window_nvjitlink_would_misplace_goes_to_the_jit_and_copies(monkeypatch, tmp_path):
+    """pipe_transpose's 1024-aligned dynamic window under a 128B swizzle: from nvJitLink's cubin where it places the
+    window on its alignment (13.5), else through the driver JIT with the reason (13.0); bit-exact either way."""
+    import pipe_transpose
+    from ptxdsl.cubin import misaligned_dynamic_shared
+
+    monkeypatch.setenv("PTXDSL_CACHE_DIR", str(tmp_path))
+    prog = px.compile(pipe_transpose.KERNEL)
+    asm = px.assemble(prog.ptx, prog.arch)
+    reason = misaligned_dynamic_shared(asm.cubin, prog.ptx)
+    assert (prog.loaded_from, prog.jit_reason) == (("ptx", reason) if reason else ("cubin", ""))
+    ok, verdict = pipe_transpose.run(kernel=pipe_transpose.KERNEL)
     assert ok, verdict
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -162,14 +162,14 @@ def test_import_ptxdsl_loads_nothing_heavy():
 
 COMPILE_IMPORTS = textwrap.dedent("""
     import sys
-    import ptxdsl.program, ptxdsl.cubin, ptxdsl.dump, ptxdsl.runtime
+    import ptxdsl.program, ptxdsl.cubin, ptxdsl.dump, ptxdsl.runtime, ptxdsl.assembler, ptxdsl.cache
     print("hashlib" in sys.modules)
 """)
 
 
-def test_the_jit_compile_path_imports_no_hashlib():
-    """px.compile with the driver JIT (the default) imports what Program needs; hashlib (it loads OpenSSL: about
-    3 ms of a first compile on the development machine) only when a cubin is cached or a module dumped."""
+def test_the_compile_path_imports_no_hashlib():
+    """px.compile imports what Program and the cubin cache need; hashlib (it loads OpenSSL: about 3 ms of a first
+    compile on the development machine) only when a module is dumped (the cache hashes with _blake2)."""
     out = subprocess.run([sys.executable, "-c", COMPILE_IMPORTS], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "False"
 
@@ -257,18 +257,20 @@ def test_program_loads_the_cubin_and_exposes_it(fake_gpu, monkeypatch, tmp_path)
     assert sorted(p.suffix for p in (tmp_path / "dump").iterdir()) == [".cubin", ".ptx", ".sass"]
 
 
-def test_the_default_loader_is_the_driver_jit(fake_gpu, monkeypatch):
+def test_the_default_loader_is_the_cubin_and_ptx_asks_for_the_driver_jit(fake_gpu, monkeypatch):
     from ptxdsl.sass import SassError
     from tma_store_tile import k
 
     monkeypatch.delenv("PTXDSL_LOADER")
-    prog = px.compile(k)
+    assert px.compile(k).loaded_from == "cubin"
+    prog = px.compile(k, loader="ptx")
     assert prog.module.how == "ptx" and prog.module.data == prog.ptx.text and prog.cubin is None
-    assert prog.loaded_from == "ptx" and "default loader" in prog.jit_reason
+    assert prog.loaded_from == "ptx" and "loader='ptx'" in prog.jit_reason
     assert prog.resources["tma_store_tile"].registers == 168           # the driver's attribute
     with pytest.raises(SassError, match="loaded through the driver JIT"):
         prog.sass
-    assert px.compile(k, loader="cubin").loaded_from == "cubin"
+    monkeypatch.setenv("PTXDSL_LOADER", "ptx")
+    assert px.compile(k).loaded_from == "ptx"
 
 
 @pytest.mark.parametrize("loader, env", [("jit", None), (None, "elf"), (5, None)])
