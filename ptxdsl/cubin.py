@@ -106,7 +106,7 @@ def misaligned_dynamic_shared(cubin: bytes, ptx) -> str:
     buffer faults with a misaligned address, while nvJitLink 13.5 pads it to the declared alignment."""
     ends = None
     for name, info in ptx.kernels.items():
-        align = getattr(info, "dynamic_shared_align", 16)
+        align = info.dynamic_shared_align
         if align <= 16 or not info.dynamic_shared_bytes:
             continue
         if ends is None:

@@ -163,8 +163,8 @@ def _loop_defs(loop: Loop, conds) -> tuple:
 
 
 def facts_of(k: Kernel) -> "Facts":
-    """The kernel's Facts, made once and kept on it (`k.facts`): every walk of the verifier, the build's and the
-    one that prepares the launch checks at the first launch, reads the same (they depend on the kernel alone)."""
+    """The kernel's Facts, made once and kept on it (`k.facts`): every walk of the verifier (the checking one,
+    the one that prepares the launch checks, the debug build's) reads the same; they depend on the kernel alone."""
     got = k.__dict__.get("facts")
     if not isinstance(got, Facts):
         got = k.__dict__["facts"] = Facts(k)
