@@ -108,10 +108,12 @@ def test_every_pipeline_mutant_but_the_controls_is_rejected():
     ("pipe_copy/tx/0-8208", "expect-tx-mismatch", "ring_full[0] still expects 16 transaction bytes in phase 0"),
     ("pipe_copy/tx/0-16384", "expect-tx-mismatch", "ring_full[0] still expects 8192 transaction bytes"),
     ("pipe_copy/init_count/0-2", "arrival-count", "which needs 2 arrivals"),
+    ("pipe_axpy/tx/0-8192", "expect-tx-mismatch", "completes its phase 0 before this TMA load's 8192 bytes land"),
 ])
-def test_a_deadlock_names_its_cause_not_the_waits_it_leaves_behind(mid, rule, text):
+def test_a_protocol_error_is_named_by_its_cause_not_its_consequences(mid, rule, text):
     """The consumers wait on a full phase that lacks bytes or arrivals; the producer, waiting for a slot they never
-    release, is the consequence, and is not what the error names."""
+    release, is the consequence, and is not what the error names. A stage armed for half the bytes of its two
+    loads is an underflow at the second load, not the refill race it leads to."""
     (m,) = [m for m in EVERY if m.id == mid]
     v = M.classify(m)
     assert (v["verdict"], v["stage"], v["rule"]) == ("rejected", "launch", rule) and text in v["message"], v

@@ -18,7 +18,9 @@ reads it may overwrite. Rules:
 - arrival-count: ... a wait's phase has some arrivals but fewer than the init count (`mbarrier.init(bar, 128)`
   where only thread 0 arrives); or, whenever it happens, a phase receives more arrivals than its init count
   (`mbarrier.init(empty, 127)` where 128 threads arrive each lap): the extra ones count towards the next phase;
-- expect-tx-mismatch: ... its arrivals are complete but its bytes are not (per slot of a ring);
+- expect-tx-mismatch: ... its arrivals are complete but its bytes are not (per slot of a ring); or, whenever it
+  happens, a load that its issuer meant for a phase (it armed the phase and has waited for nothing since) finds
+  that phase already completed by the loads issued before it: the expect_tx counts fewer bytes than they deliver;
 - ring-parity: a wait returns at once because it names a phase its threads have already seen complete, while
   a TMA load on the barrier's current phase is pending (a single-loop ring whose parity starts at 1);
 - refill-race: a TMA load into a buffer that other threads read with nothing (an mbarrier arrive -> wait, a
@@ -263,6 +265,8 @@ class _Run(Races):
         self.budget = STEP_BUDGET
         self.next_id = 1
         self.classes: list = []
+        self.armed: dict = {}           # (class id, barrier key) -> (phase, waits, stmt) of its last exact expect_tx
+        self.waits: dict = {}           # class id -> the waits and bar.syncs it has come through
 
     @functools.cached_property
     def origins(self) -> dict:
@@ -543,9 +547,26 @@ class _Run(Races):
         tx = self.values.get(th, e.tx)
         if isinstance(tx, int) and not isinstance(tx, bool):
             b.tx += th.n * tx
+            self.armed[(th.id, key)] = (b.phase, self.waits.get(th.id, 0), s)
         else:
             b.exact = False
         b.src.append(s)
+
+    def _early(self, th, key, b, nbytes, s):
+        """A load whose bytes its issuer meant for a phase that has already completed: the issuer armed that
+        phase (expect_tx) and has waited for nothing since, but the loads issued with it delivered the expected
+        bytes first. The tx-count underflows on the device (all the loads are in flight together), the phase
+        completes before these bytes land, and they count towards the next phase."""
+        armed = self.armed.get((th.id, key))
+        if armed is None or nbytes is None or not b.exact:
+            return
+        phase, waits, expect = armed
+        if b.phase > phase and waits == self.waits.get(th.id, 0):
+            self._report("expect-tx-mismatch", f"mbarrier {_slot(key)} completes its phase {phase} before this TMA "
+                         f"load's {th.n * nbytes} bytes land: the expect_tx at line {_line(expect)} counts fewer "
+                         f"bytes than the loads issued with it deliver, so the tx-count underflows and the surplus "
+                         f"counts towards phase {phase + 1}", expect, s)
+            raise _Stop
 
     def complete_tx(self, th, s, e):
         if e.remote:
@@ -578,6 +599,7 @@ class _Run(Races):
             self._report("tma-smem-bounds", f"this TMA load writes {alloc.name}[{lo}:{hi}], past the "
                          f"{alloc.nbytes} bytes of {alloc.name} (a ring slot index out of range)", s)
             raise _Stop
+        self._early(th, key, b, nbytes, s)
         self._refill_race(th, s, alloc, lo, hi)
         ld = _Load(alloc, lo, hi, key, b.phase, s, th.tids)
         self.loads.append(ld)
@@ -671,6 +693,7 @@ class _Run(Races):
             th.learn(b.done[want])
             th.tick()
             th.pc += 1
+            self.waits[th.id] = self.waits.get(th.id, 0) + 1
             return
         th.state, th.at = "wait", (w, key, parity, want)
 
@@ -682,6 +705,7 @@ class _Run(Races):
         th.learn(b.done[phase])
         th.tick()
         th.pc += 1
+        self.waits[th.id] = self.waits.get(th.id, 0) + 1
         return True
 
     def _release_syncs(self) -> bool:
@@ -705,6 +729,7 @@ class _Run(Races):
                     c.synced = c.clock
                     c.tick()
                     c.state = "run"              # its pc is past the bar.sync already
+                    self.waits[c.id] = self.waits.get(c.id, 0) + 1
                 return True
         return False
 
