@@ -814,9 +814,11 @@ def sanitized(tool: str, mid: str, sanitizer: str) -> str:
     import shutil
     import tempfile
 
+    from ptxdsl.testing.sanitize import wrap
+
     logs = tempfile.mkdtemp(prefix=f"mutant-{tool}-")
-    cmd = [sanitizer, "--tool", tool, "--target-processes", "all", "--print-limit", "10", "--log-file",
-           os.path.join(logs, "%p.log"), sys.executable, str(Path(__file__).resolve()), "worker", mid]
+    cmd = wrap(sanitizer, tool, os.path.join(logs, "%p.log"), [sys.executable, str(Path(__file__).resolve()),
+                                                                 "worker", mid])
     env = dict(os.environ, PTXDSL_SANITIZER=tool, PTXDSL_LINE_INFO="1")
     try:
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=SANITIZER_TIMEOUT_S, cwd=str(ROOT), env=env)

@@ -69,11 +69,17 @@ class Verdict:
 
 
 def command(sanitizer: str, tool: str, log_pattern: str, pytest_args: list[str]) -> list[str]:
-    """The compute-sanitizer command line that runs `python -m pytest` with pytest_args under `tool`.
-    memcheck leaves driver API errors to the test (a ptxdsl error raised on purpose is not a memory error)."""
+    """The compute-sanitizer command line that runs `python -m pytest` with pytest_args under `tool`."""
+    return wrap(sanitizer, tool, log_pattern, [sys.executable, "-m", "pytest", *pytest_args])
+
+
+def wrap(sanitizer: str, tool: str, log_pattern: str, argv: list[str]) -> list[str]:
+    """The compute-sanitizer command line that runs `argv` (and the processes it starts) under `tool`, each
+    process's report in `log_pattern` (%p: its pid). memcheck leaves driver API errors to the program (a ptxdsl
+    error raised on purpose is not a memory error)."""
     api = ["--report-api-errors", "no"] if tool == "memcheck" else []
     return [sanitizer, "--tool", tool, *api, "--target-processes", "all", "--print-limit", "100",
-            "--log-file", log_pattern, sys.executable, "-m", "pytest", *pytest_args]
+            "--log-file", log_pattern, *argv]
 
 
 def run(sanitizer: str, tool: str, nodeid: str, *, cwd, extra_args=(), timeout: float | None = None) -> Verdict:
