@@ -454,24 +454,39 @@ def _ldst_type(t, op):
     return b16 if t.name in ("f16", "bf16") else t
 
 
+LD_SEM = Qual(None, "relaxed", "acquire", doc="a memory-model load: relaxed, or acquire (needs a scope)")
+ST_SEM = Qual(None, "relaxed", "release", doc="a memory-model store: relaxed, or release (needs a scope)")
+LDST_SCOPE = Qual(None, "cta", "cluster", "gpu", "sys", doc="the threads the ordering is with (with sem=)")
+
+
+def _ordered_rules(name: str) -> tuple:
+    """ld/st.relaxed|acquire|release: a scope always, no .volatile beside it, global or shared memory only."""
+    return (({"sem": None, "scope": ("cta", "cluster", "gpu", "sys")}, f"a {name} scope goes with sem="),
+            ({"sem": ("relaxed", "acquire", "release"), "scope": None}, f"{name}.sem needs a scope"),
+            ({"sem": ("relaxed", "acquire", "release"), "volatile": True}, f"{name}.volatile takes no sem="),
+            ({"sem": ("relaxed", "acquire", "release"), "space": ("param", "local", "const")},
+             f"{name}.sem is for global and shared memory"))
+
+
 def _ldst_rules(vec: str) -> tuple:
     return (({vec: 4, "type": WIDE, "space": tuple(sp for sp in SPACES if sp not in V4_WIDE_SPACES)},
              ".v4 of 64-bit values is only for global (and generic) memory"),)
 
 
 class Ld(Op):
-    """ld{.volatile}{.space}{.vN}.type d, [a]: load one value or a vector of 2 or 4 (space '' is a generic
-    address)."""
+    """ld{.volatile | .relaxed.scope | .acquire.scope}{.space}{.vN}.type d, [a]: load one value or a vector of 2
+    or 4 (space '' is a generic address). `sem='acquire'` with a `scope` makes it an acquire: later accesses of
+    the thread are ordered after it (the reading side of a flag that another CTA releases)."""
 
-    ptx = "ld{.<volatile>}{.<space>}{.<vec>}.<type>"
-    quals = {"volatile": Flag("volatile"),
+    ptx = "ld{.<volatile>}{.<sem>}{.<scope>}{.<space>}{.<vec>}.<type>"
+    quals = {"volatile": Flag("volatile"), "sem": LD_SEM, "scope": LDST_SCOPE,
              "space": Qual(*SPACES, None, default="global", aliases={"": None}, none_token="generic"),
              "vec": Qual(1, 2, 4, default=1, ptx=lambda v, op: VEC[v], token=lambda v: VEC[v]),
              "type": TypeQual(*LDST_TYPES, spell=_ldst_type)}
     operands = (Slot("d", Dsts("type", "vec")), Slot("addr", Address("space")))
     args = ("type", "addr")
     excludes = _ldst_rules("vec") + (({"volatile": True, "space": ("param", "local", "const")},
-                                       "ld.volatile takes no .param, .local or .const"),)
+                                       "ld.volatile takes no .param, .local or .const"),) + _ordered_rules("ld")
     raises = (({"vec": 4, "type": WIDE}, Req((8, 8), SM100A)),)
 
     def effects(self):
@@ -479,16 +494,19 @@ class Ld(Op):
 
 
 class St(Op):
-    """st{.volatile}{.space}{.vN}.type [a], b: store one value or a vector of 2 or 4 (a tuple)."""
+    """st{.volatile | .relaxed.scope | .release.scope}{.space}{.vN}.type [a], b: store one value or a vector of 2
+    or 4 (a tuple). `sem='release'` with a `scope` makes it a release: the thread's earlier accesses are ordered
+    before it (the writing side of a flag that another CTA acquires)."""
 
-    ptx = "st{.<volatile>}{.<space>}{.<vec>}.<type>"
-    quals = {"volatile": Flag("volatile"),
+    ptx = "st{.<volatile>}{.<sem>}{.<scope>}{.<space>}{.<vec>}.<type>"
+    quals = {"volatile": Flag("volatile"), "sem": ST_SEM, "scope": LDST_SCOPE,
              "space": Qual(*(s for s in SPACES if s not in ("param", "const")), None, default="global",
                            aliases={"": None}, none_token="generic"),
              "vec": Derived(None, "v2", "v4"), "type": TypeQual(*LDST_TYPES, spell=_ldst_type)}
     operands = (Slot("addr", Address("space")), Slot("value", Vector("type")))
     args = ("type", "addr", "value")
-    excludes = _ldst_rules("value") + (({"volatile": True, "space": "local"}, "st.volatile takes no .local"),)
+    excludes = _ldst_rules("value") + (({"volatile": True, "space": "local"}, "st.volatile takes no .local"),) \
+        + _ordered_rules("st")
     raises = (({"value": 4, "type": WIDE}, Req((8, 8), SM100A)),)
 
     @property
