@@ -171,15 +171,17 @@ class _KernelEmitter(Walker):
 
     def emit(self):
         k, w = self.k, self.w
-        watchdog.op_checks(k)       # a debug kernel's device checks: their registers before the .reg lines
+        watchdog.op_checks(k)       # a debug kernel's device checks and bounded hand-written loops: their registers
+        watchdog.loop_sites(k)      # before the .reg lines
         params = ",\n".join(f"\t{_param_decl(p)}" for p in k.params)
         w.raw(f"\n.visible .entry {k.name}(\n{params}\n)\n" if params else f"\n.visible .entry {k.name}()\n")
         for line in directive_lines(k):
             w.raw(line + "\n")
         w.raw("{\n")
         for cls, t in REG_CLASSES.items():
-            if k.reg_counts[cls]:
-                w.raw(f"\t.reg .{t.name} \t%{cls}<{k.reg_counts[cls] + 1}>;\n")
+            n = k.reg_counts[cls] + watchdog.extra_regs(k, cls)
+            if n:
+                w.raw(f"\t.reg .{t.name} \t%{cls}<{n + 1}>;\n")
         for a in k.shared:
             if not a.dynamic:
                 if a.role == "mbarrier":
@@ -188,6 +190,7 @@ class _KernelEmitter(Walker):
                 else:
                     w.raw(f"\t.shared .align {a.align} .b8 {a.name}[{a.nbytes}];\n")
         w.raw("\n")
+        self.block(watchdog.loop_starts(k))
         self.block(k.body)
         last = k.body[-1] if k.body else None
         if not (isinstance(last, Instr) and last.guard is None and any(isinstance(e, Exit) for e in last.op.effects())):
@@ -196,10 +199,15 @@ class _KernelEmitter(Walker):
 
     def instr(self, s: Instr):
         if self.k.debug:
+            if s in watchdog.loop_sites(self.k):
+                self.block(watchdog.bounded_branch(s, self.k, self.fresh))
+                return
             self.block(watchdog.checks_before(s, self.k, self.fresh))
         self.w.instr(s.op.emit(), s.loc, s.guard)
 
     def label(self, s: LabelStmt):
+        if self.k.debug:
+            self.block(watchdog.loop_starts(self.k, s.label.name))
         self.w.label(s.label.name, s.loc)
 
     def if_(self, s: If):

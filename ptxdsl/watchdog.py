@@ -3,7 +3,10 @@ phase into a host-visible record and traps, so a hang becomes a KernelTrap namin
 (ptxdsl.runtime.watchdog reads the record). Before a TMA instruction, a debug kernel also checks on the device
 what the verifier could not decide (ptxdsl.verify.device_checks): a box's innermost coordinate that is not a
 multiple of 16 bytes, an expect_tx register that is not the bytes the phase's loads deliver. A failed check
-writes its number and the value into the record and traps instead of an illegal instruction or a hang.
+writes its number and the value into the record and traps instead of an illegal instruction or a hang. A loop
+written by hand (a `bra` back to a label placed before it: a spin on a flag in global memory, say) is bounded the
+same way: once it has gone round for longer than the timeout it records its number (after the device checks') and
+traps, so a flag that is never set is a KernelTrap naming the branch's line, not a hang.
 
 The record is the kernel's hidden first parameter `__ptxdsl_debug` (a pointer to RECORD_BYTES of mapped host
 memory): word 0 the 1-based wait site, word 1 the parity waited for (STATE_WAIT for a state token), word 2 the
@@ -11,7 +14,7 @@ memory): word 0 the 1-based wait site, word 1 the parity waited for (STATE_WAIT 
 from __future__ import annotations
 
 from . import sreg
-from .ir import Addr, Imm, Instr, Label, LabelStmt, PredNot, Reg
+from .ir import Addr, If, Imm, Instr, Label, LabelStmt, Loop, PredNot, Reg
 from .isa import core
 from .isa.mbarrier import count_value
 from .types import pred, u32, u64
@@ -108,10 +111,91 @@ def op_checks(k) -> dict:
     return got
 
 
+def loop_sites(k) -> dict:
+    """{Instr: (number, start register)} for each hand-written backward branch of a debug kernel (a `bra` to a
+    label placed before it), numbered after the device checks; one start register (.u64, 0 until the loop first
+    goes round) per branch, and a scratch pair for all of them. They are the emitter's: numbered past the
+    kernel's own registers (`extra_regs` says how many) without adding to them. Empty unless k.debug."""
+    if not k.debug:
+        return {}
+    got = k.__dict__.get("debug_loop_sites")
+    if got is None:
+        first = sum(len(c) for c in op_checks(k).values()) + 1
+        extra: dict = {}
+
+        def reg(t):
+            extra[t.reg_class] = extra.get(t.reg_class, 0) + 1
+            return Reg(t, k.reg_counts[t.reg_class] + extra[t.reg_class])
+
+        placed, got = set(), {}
+        for s in _statements(k.body):
+            if isinstance(s, LabelStmt):
+                placed.add(s.label.name)
+            elif isinstance(s.op, core.Bra) and s.op.target.name in placed:
+                got[s] = (first + len(got), reg(u64))
+        if got:
+            k.debug_loop_scratch = (reg(u64), reg(pred))
+        k.debug_loop_sites, k.debug_loop_regs = got, extra
+    return got
+
+
+def extra_regs(k, cls: str) -> int:
+    """How many registers of class `cls` the emitter adds to a debug kernel's (its bounded loops')."""
+    return k.__dict__.get("debug_loop_regs", {}).get(cls, 0) if k.debug else 0
+
+
+def _statements(stmts):
+    """The labels and instructions of a body in the order they are emitted."""
+    for s in stmts:
+        if isinstance(s, (Instr, LabelStmt)):
+            yield s
+        elif isinstance(s, If):
+            yield from _statements(s.then)
+            yield from _statements(s.orelse or ())
+        elif isinstance(s, Loop):
+            yield from _statements(s.body)
+
+
+def loop_starts(k, label=None) -> list:
+    """The statements that clear the start registers of the loops back to `label` (all of them when None): at
+    the kernel's entry, and on the way into the label from above, so each entry into a loop times it afresh."""
+    return [Instr(core.Mov(type=u64, d=t0, src=0), None, s.loc) for s, (_, t0) in loop_sites(k).items()
+            if label is None or s.op.target.name == label]
+
+
+def bounded_branch(s, k, fresh) -> list:
+    """The statements of a debug kernel's hand-written backward branch `s`: where it is taken, note when the
+    loop first went round, go round again while that is less than the timeout ago, else record the branch's
+    number and trap."""
+    number, t0 = loop_sites(k)[s]
+    t, in_time = k.debug_loop_scratch
+    record, loc = record_param(k), s.loc
+
+    def ins(o, guard=None):
+        return Instr(o, guard, loc)
+
+    out, skip = [], None
+    if s.guard is not None:
+        skip = Label(fresh("loop_exit"))
+        out.append(ins(core.Bra(target=skip), s.guard.reg if isinstance(s.guard, PredNot) else PredNot(s.guard)))
+    out += [ins(core.Mov(type=u64, d=t, src=sreg.globaltimer)),
+            ins(core.Setp(cmp="eq", type=u64, p=in_time, a=t0, b=0)),
+            ins(core.Mov(type=u64, d=t0, src=t), in_time),
+            ins(core.Sub(type=u64, d=t, a=t, b=t0)),
+            ins(core.Setp(cmp="lt", type=u64, p=in_time, a=t, b=timeout_ns(k))),
+            ins(core.Bra(target=s.op.target, uni=s.op.uni), in_time),
+            ins(core.St(volatile=True, space="global", type=u32, addr=Addr(record, CHECK_WORD), value=number)),
+            ins(core.Membar(level="sys")),
+            ins(core.Trap())]
+    if skip is not None:
+        out.append(LabelStmt(skip, loc))
+    return out
+
+
 def check_descriptions(k) -> list:
     """(loc, kind, expected, what) of each device check in number order, for the trap message: kind 'coord'
-    (expected: the multiple of elements, what: the dtype) or 'tx' (expected: the bytes, what: 'barrier at
-    load lines')."""
+    (expected: the multiple of elements, what: the dtype), 'tx' (expected: the bytes, what: 'barrier at
+    load lines') or 'loop' (a hand-written loop; expected: the timeout in ns, what: the label it goes back to)."""
     out = []
     for ins, checks in op_checks(k).items():
         for c in checks:
@@ -119,6 +203,7 @@ def check_descriptions(k) -> list:
                 out.append((ins.loc, "coord", c[3], f"{c[5]}, {c[4]} bytes per element"))
             else:
                 out.append((ins.loc, "tx", c[3], f"mbarrier {c[4]!r}, the TMA load(s) at {c[5]}"))
+    out += [(s.loc, "loop", timeout_ns(k), s.op.target.name) for s in loop_sites(k)]
     return out
 
 
@@ -156,5 +241,6 @@ def checks_before(s, k, fresh) -> list:
     return out
 
 
-__all__ = ["CHECK_WORD", "DEFAULT_TIMEOUT_NS", "PARAM", "RECORD_BYTES", "STATE_WAIT", "VALUE_WORD", "bounded_spin",
-           "check_descriptions", "checks_before", "op_checks", "record_param", "sites", "timeout_ns"]
+__all__ = ["CHECK_WORD", "DEFAULT_TIMEOUT_NS", "PARAM", "RECORD_BYTES", "STATE_WAIT", "VALUE_WORD", "bounded_branch",
+           "bounded_spin", "check_descriptions", "checks_before", "extra_regs", "loop_sites", "loop_starts", "op_checks",
+           "record_param", "sites", "timeout_ns"]

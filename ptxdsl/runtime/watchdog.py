@@ -62,6 +62,11 @@ def check_trap(info, number: int, value: int) -> KernelTrap | None:
                f"rejects with an illegal instruction (debug mode checked it on the device and trapped; see "
                f"`ptxdsl docs coord-align`)")
         rule = "debug-coord-align"
+    elif kind == "loop":
+        msg = (f"kernel {info.name!r}: the loop back to label {what!r} went round for longer than {expected / 1e9:g} s "
+               f"(debug mode): whatever it waits for never came true; check who sets it and that they run (debug mode "
+               f"bounded the hand-written loop on the device and trapped)")
+        rule = "debug-watchdog"
     else:
         msg = (f"kernel {info.name!r}: expect_tx arms {value} transaction bytes, but {what} deliver {expected}: "
                + ("the wait would never return" if value > expected else "the phase would complete before the data "
