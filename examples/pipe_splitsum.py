@@ -7,17 +7,24 @@ the ring (warp 0's elected lane loads them, each through the map of x viewed as 
 (st.shared, then fence.proxy.async so that TMA sees it); after bar.sync 1 thread 32 reduces it into y with one
 TMA reduce (add) and waits for the read. With GROUPS = 1 each tile has one CTA, which stores instead (y need
 not be zeroed first, and the sum is in split order, bit for bit numpy's); with more, y starts at zero (or at
-what it holds: y += sum(x)) and the order of the groups' additions is the L2's."""
+what it holds: y += sum(x)) and the order of the groups' additions is the L2's.
+
+combine="ordered" needs no zeroed y: group 0 stores its tile's sum and publishes the tile's flag
+(ptxdsl.pipeline.Flags: wait_group 0, fence.proxy.async.global, st.release.gpu), and the other groups wait for
+the flag (ld.acquire.gpu in a loop, then fence.proxy.async.global) before they add theirs with the TMA reduce.
+Group g of a tile runs `lag` tiles' worth of CTAs after group 0 (a higher ctaid: the CTA it waits for has
+started), close enough that the stored tile is still in L2 when the add reads it."""
 import numpy as np
 
 import ptxdsl as px
 from ptxdsl import sreg
-from ptxdsl.pipeline import Ring, tile_coords
+from ptxdsl.pipeline import Flags, Ring, tile_coords
 
 BOX = (128, 32)                 # (columns, rows) of f32: 16 KiB
 TILE = BOX[0] * BOX[1] * 4
 STAGES = 4
 CONSUMER_WARPS = 4
+LAG = 264                       # combine="ordered": tiles between group 0 of a tile and the groups that add to it
 THREADS = 32 * (1 + CONSUMER_WARPS)
 
 
@@ -25,8 +32,11 @@ def spec(rows, cols):
     return px.TensorMapSpec.tiled_for((rows, cols), "f32", (BOX[1], BOX[0]))
 
 
-def build(reduce=True, stages=STAGES, name="pipe_splitsum"):
-    """The kernel; reduce=False stores each tile's sum instead of adding it into y (one group)."""
+def build(combine="add", stages=STAGES, name="pipe_splitsum"):
+    """The kernel. combine: how the CTAs of an output tile put their sums into y: "add" (TMA reduce add into y),
+    "store" (one group, a TMA store) or "ordered" (group 0 stores, the others wait for its flag and add)."""
+    if combine not in ("add", "store", "ordered"):
+        raise px.DSLError(f"pipe_splitsum: combine={combine!r}, expected 'add', 'store' or 'ordered'")
     consumers = 32 * CONSUMER_WARPS
     per_thread = TILE // 16 // consumers                  # 16-byte chunks of the tile each thread adds up
     with px.kernel(name, reqntid=THREADS) as k:
@@ -36,11 +46,19 @@ def build(reduce=True, stages=STAGES, name="pipe_splitsum"):
         per_group = k.param("splits_per_group", px.u32)
         groups = k.param("groups", px.u32)
         across = k.param("tiles_per_row", px.u32)
+        if combine == "ordered":
+            ntiles, lag = k.param("ntiles", px.u32), k.param("lag", px.u32)
+            flags = Flags(k, "tile_flag", k.param_ptr("flags"))
+            epoch = k.param("epoch", px.u32)              # this launch's flag value: 1, 2, 3...
         ring = Ring(k, "ring", stages=stages, stage_bytes=TILE, consumers=CONSUMER_WARPS)
         out = k.shared("out", TILE, align=1024, dynamic=True)
         ring.init()
         cta = k.mov(sreg.ctaid_x)
         tile, group = k.div(cta, groups), k.rem(cta, groups)
+        if combine == "ordered":                          # group g works `lag` tiles behind group 0
+            tile = k.sub(tile, k.mul(group, lag))
+            with k.if_(k.setp("ge", tile, ntiles)):       # before the first tile or past the last: nothing to do
+                k.exit()
         col0, row0 = tile_coords(k, tile, across, BOX)
         first = k.mul(group, per_group)                   # this CTA's first split
         with k.if_(k.setp("eq", k.warp_idx(), 0)):
@@ -74,36 +92,68 @@ def build(reduce=True, stages=STAGES, name="pipe_splitsum"):
             k.fence_proxy_async("shared::cta")            # the partial sums, visible to the TMA unit
             k.bar_sync(1, consumers)
             with k.if_(k.setp("eq", me, 0)):
-                if reduce:
+                if combine == "add":
                     k.cp_reduce_async_bulk_tensor("add", ymap, out, (col0, row0))
-                else:
+                elif combine == "store":
                     k.cp_async_bulk_tensor(ymap, out, (col0, row0))
+                else:
+                    with k.if_(k.setp("eq", group, 0)):   # the first sum: stored, then the tile's flag published
+                        k.cp_async_bulk_tensor(ymap, out, (col0, row0))
+                        k.cp_async_bulk_commit_group()
+                        k.cp_async_bulk_wait_group(0)     # the store's writes are done...
+                        k.fence_proxy_async("global")     # ...and ordered before the generic release
+                        flags.publish(tile, epoch)
+                    with k.else_():                       # the others: added once the stored sum is there
+                        flags.wait(tile, epoch)
+                        k.fence_proxy_async("global")     # the acquire, before the TMA reduce reads y
+                        k.cp_reduce_async_bulk_tensor("add", ymap, out, (col0, row0))
                 k.cp_async_bulk_commit_group()
                 k.cp_async_bulk_wait_group_read(0)
     return k
 
 
 KERNEL = build()
+ORDERED = build(combine="ordered", name="pipe_splitsum_ordered")
 
 
-def launcher(prog, splits, m, n, groups, name="pipe_splitsum"):
+def launcher(prog, splits, m, n, groups, name="pipe_splitsum", lag=LAG):
     """A function (x_map, y_map, stream=None) adding the `splits` (m, n) slices of x into y, `groups` CTAs
-    per output tile (a divisor of splits; 1 with a kernel built with reduce=False)."""
+    per output tile (a divisor of splits; 1 with a kernel built with combine="store").
+
+    A kernel built with combine="ordered" gets its flags here (a u32 per output tile, zeroed once) and a new
+    epoch each launch; the launches of one launcher share the flags, so they must not overlap (one stream)."""
     if m % BOX[1] or n % BOX[0] or splits % groups:
         raise ValueError(f"pipe_splitsum: ({splits}, {m}, {n}) in {groups} groups: m, n must be whole {BOX[1]}x"
                          f"{BOX[0]} tiles and groups must divide the splits")
     across = n // BOX[0]
-    grid = across * (m // BOX[1]) * groups
+    ntiles = across * (m // BOX[1])
     launch = prog[name]
+    if "epoch" not in [p.name for p in launch.params]:
+        def run(x_map, y_map, stream=None):
+            launch(x_map, y_map, m, splits // groups, groups, across, grid=ntiles * groups, block=THREADS,
+                   stream=stream)
+        return run
 
-    def run(x_map, y_map, stream=None):
-        launch(x_map, y_map, m, splits // groups, groups, across, grid=grid, block=THREADS, stream=stream)
-    return run
+    from ptxdsl.runtime import DeviceArray
+
+    flags = DeviceArray.zeros((ntiles,), np.uint32)
+    last = [0]                                            # the epoch of the last launch
+    grid = (ntiles + (groups - 1) * lag) * groups
+
+    def run_ordered(x_map, y_map, stream=None):
+        if last[0] == 0xFFFFFFFF:                         # 2**32 - 1 launches: start again over zeroed flags
+            flags.fill_bytes(0)
+            last[0] = 0
+        last[0] += 1
+        launch(x_map, y_map, m, splits // groups, groups, across, ntiles, lag, flags, last[0], grid=grid,
+               block=THREADS, stream=stream)
+    return run_ordered
 
 
 def run(device=None, kernel=None):
     """y = sum(x, 0) for x of shape (8, 256, 512): in 4 groups added into a zeroed y (within f32 rounding of
-    numpy's f64 sum), and in one group stored (bit for bit numpy's float32 sum in split order)."""
+    numpy's f64 sum), in one group stored (bit for bit numpy's float32 sum in split order), and in 4 ordered groups
+    into a y full of NaN, launched three times (within f32 rounding)."""
     from ptxdsl.runtime import DeviceArray
 
     s, m, n = 8, 256, 512
@@ -113,9 +163,13 @@ def run(device=None, kernel=None):
     exact = x.astype(np.float64).sum(0)
     bound = 2 * s * np.finfo(np.float32).eps * np.abs(x).astype(np.float64).sum(0)
     verdicts = []
-    for groups, k in ((4, kernel or KERNEL), (1, build(reduce=False))):
+    for groups, k, lag in ((4, kernel or KERNEL, 0), (1, build(combine="store"), 0), (4, ORDERED, 5)):
         yd = DeviceArray.zeros((m, n), np.float32)
-        launcher(px.compile(k, device=device), s, m, n, groups)(xmap, spec_of(yd, m, n))
+        go = launcher(px.compile(k, device=device), s, m, n, groups, name=k.kernel.name, lag=lag)
+        for _ in range(3 if k is ORDERED else 1):
+            if k is ORDERED:
+                yd.fill_bytes(0xFF)                       # NaN: every tile must be stored before it is added to
+            go(xmap, spec_of(yd, m, n))
         got = yd.to_host()
         if groups == 1:
             want = np.zeros((m, n), np.float32)
@@ -124,7 +178,7 @@ def run(device=None, kernel=None):
             bad = int((got.view(np.uint32) != want.view(np.uint32)).sum())
         else:
             bad = int((np.abs(got - exact) > bound).sum())
-        verdicts.append((bad == 0, f"{groups} group(s): {bad} off"))
+        verdicts.append((bad == 0, f"{groups} {'ordered ' if k is ORDERED else ''}group(s): {bad} off"))
     ok = all(v for v, _ in verdicts)
     return ok, f"pipe_splitsum: ({s}, {m}, {n}) f32, ok={ok}; " + "; ".join(t for _, t in verdicts)
 

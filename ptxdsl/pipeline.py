@@ -165,6 +165,46 @@ class StoreDrain:
         self.ring.k.cp_async_bulk_wait_group(0)
 
 
+class Flags:
+    """u32 flags in global memory (one per tile, say) that one CTA publishes and others wait for: the ordering
+    between CTAs of a split-K "serial" reduction or a stream-K fixup (CUTLASS's `GenericBarrier`).
+
+    `base` is a global pointer register (a `param_ptr`). A flag holds the launch's epoch once published: the host
+    passes a new, non-zero epoch each launch (1, 2, 3...), so the flags (zeroed once) need no reset.
+
+    - `publish(i, epoch)`: st.release.gpu.global.u32 [base + 4i], epoch. Everything the thread wrote before
+      is visible to a thread that sees the flag; writes made by TMA (the async proxy) must be complete first
+      (`cp.async.bulk.wait_group 0`) and fenced (`fence.proxy.async.global`).
+    - `wait(i, epoch)`: spin on ld.acquire.gpu.global.u32 until the flag equals epoch; a TMA op issued after
+      it must be fenced too (`fence.proxy.async.global`). In debug mode the loop is bounded and traps naming
+      this line. The CTA that publishes must be able to run while this one spins: one with a lower ctaid (CTAs
+      start in ctaid order), or a grid whose CTAs are all resident at once."""
+
+    def __init__(self, k, name: str, base, *, scope: str = "gpu"):
+        self.k, self.name, self.base, self.scope = k, name, base, scope
+        self.waits = 0
+
+    def addr(self, i):
+        """The flag's global address: base + 4 * i (i: a u32 register or a constant)."""
+        if isinstance(i, int):
+            return self.k.add(self.base, 4 * i) if i else self.base
+        return self.k.add(self.base, self.k.mul(i, 4, mode="wide"))
+
+    def publish(self, i, epoch) -> None:
+        """Release flag i with `epoch` (st.release.scope.global.u32)."""
+        self.k.st(u32, self.addr(i), epoch, sem="release", scope=self.scope)
+
+    def wait(self, i, epoch) -> None:
+        """Spin until flag i holds `epoch` (ld.acquire.scope.global.u32, setp.ne, a branch back)."""
+        k = self.k
+        where = self.addr(i)
+        self.waits += 1
+        again = k.label(f"{self.name}_wait{self.waits}")
+        pending = k.setp("ne", k.ld(u32, where, sem="acquire", scope=self.scope), epoch)
+        with k.guard(pending):
+            k.bra(again)
+
+
 @contextmanager
 def persistent(k, ntiles):
     """`with persistent(k, ntiles) as tile:` the CTA's share of tiles 0 .. ntiles-1 (`ntiles`: a u32 register
