@@ -313,9 +313,12 @@ def bench_splitsum(args):
     nbytes = (s + 1) * m * n * 4
     xmaps = [ps.spec_of(x, s * m, n) for x in xs]
     ymaps = [ps.spec_of(y, m, n) for y in ys]
-    store = ps.launcher(px.compile(ps.build(reduce=False)), s, m, n, 1)
+    store = ps.launcher(px.compile(ps.build(combine="store")), s, m, n, 1)
     add2 = ps.launcher(px.compile(ps.KERNEL), s, m, n, 2)
     add4 = ps.launcher(px.compile(ps.KERNEL), s, m, n, 4)
+    ordered = px.compile(ps.ORDERED)
+    ordered2 = [ps.launcher(ordered, s, m, n, 2, name="pipe_splitsum_ordered") for _ in range(SETS)]
+    ordered4 = [ps.launcher(ordered, s, m, n, 4, name="pipe_splitsum_ordered") for _ in range(SETS)]
 
     def one_group(i):
         store(xmaps[i % SETS], ymaps[i % SETS])
@@ -328,24 +331,30 @@ def bench_splitsum(args):
         ys[i % SETS].zero_()
         add4(xmaps[i % SETS], ymaps[i % SETS])
 
+    def ordered_two(i):
+        ordered2[i % SETS](xmaps[i % SETS], ymaps[i % SETS])
+
+    def ordered_four(i):
+        ordered4[i % SETS](xmaps[i % SETS], ymaps[i % SETS])
+
     def theirs(i):
         torch.sum(xs[i % SETS], 0, out=ys[i % SETS])
 
     exact = xs[0].double().sum(0)
     bound = 2 * s * torch.finfo(torch.float32).eps * xs[0].abs().double().sum(0)
+    impls = (("ptxdsl 1 group (TMA store)", one_group), ("ptxdsl 2 groups (zero + TMA reduce add)", two_groups),
+             ("ptxdsl 4 groups (zero + TMA reduce add)", four_groups),
+             ("ptxdsl 2 groups (ordered: store, flag, TMA reduce add)", ordered_two),
+             ("ptxdsl 4 groups (ordered: store, flag, TMA reduce add)", ordered_four), ("torch sum(0)", theirs))
     checks = {}
-    for name, fn in (("ptxdsl 1 group (TMA store)", one_group), ("ptxdsl 2 groups (zero + TMA reduce add)", two_groups),
-                     ("ptxdsl 4 groups (zero + TMA reduce add)", four_groups), ("torch sum(0)", theirs)):
+    for name, fn in impls:
         ys[0].fill_(float("nan"))
         fn(0)
         torch.cuda.synchronize()
         off = int(((ys[0].double() - exact).abs() > bound).sum())
         checks[name] = "within f32 rounding" if off == 0 else f"{off} off"
     report("split accumulation, y = x.sum(0)", f"({s}, {m}, {n}) f32", nbytes,
-           [(nm, f, checks[nm]) for nm, f in (("ptxdsl 1 group (TMA store)", one_group),
-                                              ("ptxdsl 2 groups (zero + TMA reduce add)", two_groups),
-                                              ("ptxdsl 4 groups (zero + TMA reduce add)", four_groups),
-                                              ("torch sum(0)", theirs))], args.rep)
+           [(nm, f, checks[nm]) for nm, f in impls], args.rep)
 
 
 # -------------------------------------------------------------------------------------- the table

@@ -92,7 +92,8 @@ SECTIONS: list[tuple[str, str, list[tuple[str, str]]]] = [
         ("ptxdsl.program.Launcher.shared_bytes_for", "prog[name].shared_bytes_for()"),
         ("ptxdsl.verify.launch.check_launch", "ptxdsl.verify.check_launch()"),
     ]),
-    ("Pipelines", "`ptxdsl.pipeline`: rings of shared-memory stages with full and empty mbarriers, written with the "
+    ("Pipelines", "`ptxdsl.pipeline`: rings of shared-memory stages with full and empty mbarriers, flags between "
+     "CTAs, written with the "
      "builder calls above (a library, not part of the language); [pipelines.md](pipelines.md) is the tutorial.", [
         ("ptxdsl.pipeline.Ring", "ptxdsl.pipeline.Ring"),
         ("ptxdsl.pipeline.Ring.init", "ring.init()"),
@@ -109,6 +110,10 @@ SECTIONS: list[tuple[str, str, list[tuple[str, str]]]] = [
         ("ptxdsl.pipeline.StoreDrain", "ptxdsl.pipeline.StoreDrain"),
         ("ptxdsl.pipeline.StoreDrain.committed", "drain.committed()"),
         ("ptxdsl.pipeline.StoreDrain.finish", "drain.finish()"),
+        ("ptxdsl.pipeline.Flags", "ptxdsl.pipeline.Flags"),
+        ("ptxdsl.pipeline.Flags.addr", "flags.addr()"),
+        ("ptxdsl.pipeline.Flags.publish", "flags.publish()"),
+        ("ptxdsl.pipeline.Flags.wait", "flags.wait()"),
         ("ptxdsl.pipeline.persistent", "ptxdsl.pipeline.persistent()"),
         ("ptxdsl.pipeline.tile_coords", "ptxdsl.pipeline.tile_coords()"),
         ("ptxdsl.pipeline.launch_shape", "ptxdsl.pipeline.launch_shape()"),

@@ -177,8 +177,9 @@ class Flags:
       (`cp.async.bulk.wait_group 0`) and fenced (`fence.proxy.async.global`).
     - `wait(i, epoch)`: spin on ld.acquire.gpu.global.u32 until the flag equals epoch; a TMA op issued after
       it must be fenced too (`fence.proxy.async.global`). In debug mode the loop is bounded and traps naming
-      this line. The CTA that publishes must be able to run while this one spins: one with a lower ctaid (CTAs
-      start in ctaid order), or a grid whose CTAs are all resident at once."""
+      this line. The CTA that publishes must be able to run while this one spins: give it the lower ctaid
+      (the GPU starts a grid's CTAs in ctaid order, as single-pass scans assume, though CUDA does not promise
+      it), or launch no more CTAs than can be resident at once."""
 
     def __init__(self, k, name: str, base, *, scope: str = "gpu"):
         self.k, self.name, self.base, self.scope = k, name, base, scope
