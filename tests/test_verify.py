@@ -161,6 +161,36 @@ def proxy_fence_bad(k, fence=False):
         k.cp_async_bulk_wait_group_read(0)
 
 
+def flag_handoff(k, wait="full", store_fence=True, load_fence=True):
+    """Thread 0 of group 0 TMA-stores a tile and publishes a flag; thread 0 of the other groups waits for the
+    flag and adds its tile with a TMA reduce (the ordered split accumulation of examples/pipe_splitsum.py)."""
+    from ptxdsl.pipeline import Flags
+
+    y = k.param_tensormap("y", SPEC)
+    flags = Flags(k, "flag", k.param_ptr("flags"))
+    epoch, group = k.param("epoch", px.u32), k.param("group", px.u32)
+    tile = k.shared("tile", BOX, align=128)
+    with k.if_(k.setp("eq", k.tid_x(), 0)):
+        with k.if_(k.setp("eq", group, 0)):
+            k.cp_async_bulk_tensor(y, tile, (0, 0))
+            k.cp_async_bulk_commit_group()
+            if wait == "full":
+                k.cp_async_bulk_wait_group(0)
+            elif wait == "read":
+                k.cp_async_bulk_wait_group_read(0)
+            if store_fence:
+                k.fence_proxy_async("global")
+            flags.publish(0, epoch)  # PUBLISH
+        with k.else_():
+            flags.wait(0, epoch)
+            if load_fence:
+                k.fence_proxy_async("global")
+            k.cp_reduce_async_bulk_tensor("add", y, tile, (0, 0))  # REDUCE
+        k.cp_async_bulk_commit_group()
+        k.cp_async_bulk_wait_group_read(0)
+
+
+
 def load_race_bad(k):
     src, tile, bar, tid, t0 = setup(k)
     init(k, bar, t0)
@@ -535,6 +565,10 @@ CASES = [
     ("ring-parity", variant(ring3, "# FULL", first=1), ring3, {}, {}),
     ("refill-race", variant(ring3, "# REFILL", release="none"), lambda k: ring3(k, release="sync"), {}, {}),
     ("tensormap-release", variant(publish_between_syncs, "# BAD", second_sync=False), publish_between_syncs, {}, {}),
+    ("bulk-store-release", variant(flag_handoff, "# PUBLISH", wait="read"), flag_handoff, {}, {}),
+    ("bulk-store-release", variant(flag_handoff, "# PUBLISH", wait=None), flag_handoff, {}, {}),
+    ("bulk-store-release", variant(flag_handoff, "# PUBLISH", store_fence=False), flag_handoff, {}, {}),
+    ("acquire-async-fence", variant(flag_handoff, "# REDUCE", load_fence=False), flag_handoff, {}, {}),
 ]
 
 
@@ -1312,6 +1346,35 @@ FIXED_ARRIVALS = ARRIVALS_PTXD.replace("""    if is_t0 {
 """)
 
 # (rule, bad text, fixed text, the marker of the line the rule names)
+HANDOFF_PTXD = """kernel handoff(tensormap y: f32[256, 512] box [32, 128], u64 flags, u32 epoch, u32 group)
+    .reqntid 128
+{
+    shared tile: b8[16384] align 128
+    if %tid.x == 0 {
+        if group == 0 {
+            cp.async.bulk.tensor [y, {0, 0}], [tile]
+            cp.async.bulk.commit_group
+            cp.async.bulk.wait_group 0
+            fence.proxy.async.global                            // STORE FENCE
+            st.release.gpu.global.u32 [flags], epoch            // PUBLISH
+        } else {
+again:
+            v = ld.acquire.gpu.global.u32 [flags]
+            pending = v != epoch
+            @pending bra again
+            fence.proxy.async.global                            // LOAD FENCE
+            cp.reduce.async.bulk.tensor.add [y, {0, 0}], [tile]  // REDUCE
+        }
+        cp.async.bulk.commit_group
+        cp.async.bulk.wait_group.read 0
+    }
+}"""
+
+
+def _without(text, marker):
+    return "\n".join(ln for ln in text.split("\n") if not ln.rstrip().endswith(marker))
+
+
 PTXD_TWINS = [
     ("ring-parity", RING3_PTXD.replace("reg u32 phase = 0", "reg u32 phase = 1"), RING3_PTXD, "// FULL"),
     ("refill-race", "\n".join(ln for ln in RING3_PTXD.split("\n") if "// EMPTY" not in ln), RING3_PTXD, "// REFILL"),
@@ -1323,6 +1386,10 @@ PTXD_TWINS = [
      "// FULL"),
     ("mbarrier-bounds", RING3_PTXD.replace("for s in 0..STAGES {", "for s in 0..STAGES + 1 {", 1), RING3_PTXD,
      "// INIT"),
+    ("bulk-store-release", _without(HANDOFF_PTXD, "// STORE FENCE"), HANDOFF_PTXD, "// PUBLISH"),
+    ("bulk-store-release", HANDOFF_PTXD.replace("wait_group 0\n", "wait_group.read 0\n", 1), HANDOFF_PTXD,
+     "// PUBLISH"),
+    ("acquire-async-fence", _without(HANDOFF_PTXD, "// LOAD FENCE"), HANDOFF_PTXD, "// REDUCE"),
 ]
 
 

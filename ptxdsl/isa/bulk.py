@@ -88,7 +88,7 @@ class CpAsyncBulkSharedGlobal(_Bulk):
     level = "gpu"
 
     def effects(self):
-        return (fx.AsyncWrite(self.dst, self.mbar, self.size),)
+        return (fx.AsyncWrite(self.dst, self.mbar, self.size), fx.GlobalAsync(read=True))
 
 
 class CpAsyncBulkClusterGlobal(_Bulk):
@@ -111,7 +111,7 @@ class CpAsyncBulkClusterGlobal(_Bulk):
         return "multicast::cluster" if getattr(self, "multicast", None) is not None else None
 
     def effects(self):
-        return (fx.AsyncWrite(self.dst, self.mbar, self.size, multicast=self.multicast),)
+        return (fx.AsyncWrite(self.dst, self.mbar, self.size, multicast=self.multicast), fx.GlobalAsync(read=True))
 
 
 class CpAsyncBulkClusterShared(_Bulk):
@@ -153,7 +153,7 @@ class CpAsyncBulkGlobalShared(_Bulk):
         return "cp_mask" if getattr(self, "byte_mask", None) is not None else None
 
     def effects(self):
-        return (fx.AsyncRead(self.src, self.size),)
+        return (fx.AsyncRead(self.src, self.size), fx.GlobalAsync(write=True))
 
 
 BULK_DIRECTIONS = {(c.quals["dst_space"].default, c.quals["src_space"].default): c for c in
@@ -216,7 +216,7 @@ class CpReduceAsyncBulkGlobal(_Hinted):
         _check_size(self, self.dst, self.src)
 
     def effects(self):
-        return (fx.AsyncRead(self.src, self.size),)
+        return (fx.AsyncRead(self.src, self.size), fx.GlobalAsync(read=True, write=True))
 
 
 class CpReduceAsyncBulkCluster(Op):
@@ -383,7 +383,8 @@ class CpAsyncBulkTensorLoad(_Tensor):
         _check_coords(self, self.mnemonic)
 
     def effects(self):
-        return (fx.AsyncWrite(self.dst, self.mbar, None, self.src, self.coords, self.multicast),)
+        return (fx.AsyncWrite(self.dst, self.mbar, None, self.src, self.coords, self.multicast),
+                fx.GlobalAsync(read=True))
 
 
 class CpAsyncBulkTensorStore(_Tensor):
@@ -410,7 +411,7 @@ class CpAsyncBulkTensorStore(_Tensor):
         _check_coords(self, self.mnemonic)
 
     def effects(self):
-        return (fx.AsyncRead(self.src, None, self.dst, self.coords),)
+        return (fx.AsyncRead(self.src, None, self.dst, self.coords), fx.GlobalAsync(write=True))
 
 
 # Element types (the tensor map's dtype) each reduction takes.
@@ -452,7 +453,7 @@ class CpReduceAsyncBulkTensor(_Tensor):
         _check_coords(self, self.mnemonic)
 
     def effects(self):
-        return (fx.AsyncRead(self.src, None, self.dst, self.coords),)
+        return (fx.AsyncRead(self.src, None, self.dst, self.coords), fx.GlobalAsync(read=True, write=True))
 
 
 class CpAsyncBulkPrefetchTensor(_Tensor):

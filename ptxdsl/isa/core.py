@@ -468,6 +468,11 @@ def _ordered_rules(name: str) -> tuple:
              f"{name}.sem is for global and shared memory"))
 
 
+def _order(sem, scope) -> tuple:
+    """The Order effect of a load, store or atomic with `sem` (none for a relaxed or plain one)."""
+    return (fx.Order(sem, scope),) if sem in ("acquire", "release", "acq_rel") else ()
+
+
 def _ldst_rules(vec: str) -> tuple:
     return (({vec: 4, "type": WIDE, "space": tuple(sp for sp in SPACES if sp not in V4_WIDE_SPACES)},
              ".v4 of 64-bit values is only for global (and generic) memory"),)
@@ -490,7 +495,7 @@ class Ld(Op):
     raises = (({"vec": 4, "type": WIDE}, Req((8, 8), SM100A)),)
 
     def effects(self):
-        return (fx.Access(self.addr, self.space or "", self.type.nbytes * self.vec),)
+        return (fx.Access(self.addr, self.space or "", self.type.nbytes * self.vec),) + _order(self.sem, self.scope)
 
 
 class St(Op):
@@ -515,7 +520,7 @@ class St(Op):
 
     def effects(self):
         return (fx.Access(self.addr, self.space or "", self.type.nbytes * len(self.value), write=True,
-                          read=False),)
+                          read=False),) + _order(self.sem, self.scope)
 
 
 # atom / red: the types each operation takes (measured with ptxas through nvJitLink).
@@ -565,7 +570,8 @@ class Atom(Op):
             self.noftz = True                      # ptxas takes half additions only with .noftz
 
     def effects(self):
-        return (fx.Access(self.addr, self.space or "", self.type.nbytes, write=True), fx.Opaque(self.d))
+        return (fx.Access(self.addr, self.space or "", self.type.nbytes, write=True), fx.Opaque(self.d)) + \
+            _order(self.sem, self.scope)
 
 
 class Red(Op):
@@ -583,7 +589,7 @@ class Red(Op):
     settle = Atom.settle
 
     def effects(self):
-        return (fx.Access(self.addr, self.space or "", self.type.nbytes, write=True),)
+        return (fx.Access(self.addr, self.space or "", self.type.nbytes, write=True),) + _order(self.sem, self.scope)
 
 
 # ----------------------------------------------------------------------------------------- control
@@ -650,4 +656,7 @@ class Membar(Op):
     ptx = "membar.<level>"
     quals = {"level": Qual("cta", "gl", "sys", default="gl")}
     args = ("level",)
+
+    def effects(self):
+        return (fx.Order("acq_rel", {"cta": "cta", "gl": "gpu", "sys": "sys"}[self.level]),)
 

@@ -140,6 +140,33 @@ class AsyncRead(Effect):
 
 
 @dataclass(frozen=True)
+class GlobalAsync(Effect):
+    """The async proxy reads (`read`: a TMA or bulk load, a reduce) and/or writes (`write`: a store, a reduce)
+    global memory; a write completes with the thread's bulk group (cp.async.bulk.wait_group, not .read)."""
+
+    read: bool = False
+    write: bool = False
+
+
+@dataclass(frozen=True)
+class Order(Effect):
+    """A memory-model ordering point of the generic proxy: `sem` 'acquire' (an ld.acquire, an atom.acquire, a
+    fence.acquire), 'release' (st.release, red.release, fence.release) or 'acq_rel' (both: atom.acq_rel,
+    fence.acq_rel, fence.sc, membar) at `scope`."""
+
+    sem: str
+    scope: str | None = None
+
+    @property
+    def acquires(self) -> bool:
+        return self.sem in ("acquire", "acq_rel")
+
+    @property
+    def releases(self) -> bool:
+        return self.sem in ("release", "acq_rel")
+
+
+@dataclass(frozen=True)
 class TmapRead(Effect):
     """The instruction reads the tensor map `tmap` (a prefetch of a box, or of the map itself)."""
 

@@ -77,6 +77,9 @@ class Fence(Op):
     raises = (({"sem": ("acquire", "release")}, Req((8, 6))),)
     family = "fence"
 
+    def effects(self):
+        return (fx.Order("acq_rel" if self.sem == "sc" else self.sem, self.scope),)
+
 
 class FenceSyncRestrictRelease(Op):
     """fence{.proxy.async::generic}.release.sync_restrict::shared::cta.cluster: release this CTA's shared

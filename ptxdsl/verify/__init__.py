@@ -20,6 +20,7 @@ Rules are data (`rules.RULES`). The checks read only the ops' declared effects (
       tma.py           boxes: tma-smem-align, tma-smem-bounds, coord-align, multicast-mask
       memory.py        generic accesses vs the async proxy: tma-load-race, async-proxy-fence
       bulk_groups.py   bulk-group-pending, bulk-group-exit
+      ordering.py      flags between threads vs TMA's global accesses: bulk-store-release, acquire-async-fence
       tensormaps.py    tensormap-release, tensormap-acquire, tensormap-align
       divergence.py    sync-aligned-divergent, barrier-divergent
     symbols.py       values known up to parameters (linear forms), for the launch and device checks

@@ -15,8 +15,9 @@ from dataclasses import replace
 
 from ..ir import If, Imm, Instr, Kernel, Loop, PredNot, Reg, WaitLoop, Walker
 from ..isa.effects import (Access, Arrive, AsyncRead, AsyncWrite, Barrier, CommitGroup, CompleteTx, Exit, ExpectTx,
-                           Init, Inval, ProxyFence, TmapEdit, TmapPublish, TmapRead, Trap, Wait, WaitGroup)
-from . import (bulk_groups, continuation, divergence, mbarrier, memory, phases, tensormaps, tma,
+                           GlobalAsync, Init, Inval, Order, ProxyFence, TmapEdit, TmapPublish, TmapRead, Trap, Wait,
+                           WaitGroup)
+from . import (bulk_groups, continuation, divergence, mbarrier, memory, ordering, phases, tensormaps, tma,
                transactions)
 from .facts import CTA, LANE, VARYING, facts_of
 from .rules import Diagnostic, diag
@@ -35,10 +36,12 @@ HANDLERS = {
     AsyncWrite: (tma.load,),
     AsyncRead: (tma.read,),
     TmapRead: (tma.prefetch,),
-    CommitGroup: (bulk_groups.commit,),
-    WaitGroup: (bulk_groups.wait,),
+    CommitGroup: (bulk_groups.commit, ordering.commit),
+    WaitGroup: (bulk_groups.wait, ordering.wait),
+    GlobalAsync: (ordering.bulk,),
+    Order: (ordering.order,),
     Access: (memory.access,),
-    ProxyFence: (mbarrier.fence, memory.fence, tensormaps.fence),
+    ProxyFence: (mbarrier.fence, memory.fence, tensormaps.fence, ordering.fence),
     Barrier: (mbarrier.sync, memory.sync, tensormaps.sync),
     TmapEdit: (tensormaps.edit,),
     TmapPublish: (tensormaps.publish,),
@@ -304,6 +307,11 @@ class Flow(Walker):
         out.uncommitted = tuple(dict.fromkeys(mine_a(a.uncommitted) + mine_b(b.uncommitted)))
         groups = [g for g in map(mine_a, a.groups) if g] + [g for g in map(mine_b, b.groups) if g]
         out.groups = tuple(dict.fromkeys(groups))[-MAX_GROUPS:]
+        out.writes_open = tuple(dict.fromkeys(mine_a(a.writes_open) + mine_b(b.writes_open)))
+        groups = [g for g in map(mine_a, a.write_groups) if g] + [g for g in map(mine_b, b.write_groups) if g]
+        out.write_groups = tuple(dict.fromkeys(groups))[-MAX_GROUPS:]
+        out.writes_unfenced = tuple(dict.fromkeys(a.writes_unfenced + b.writes_unfenced))
+        out.acquired_unfenced = tuple(dict.fromkeys(a.acquired_unfenced + b.acquired_unfenced))
         out.unreleased, out.unsynced = tensormaps.join(entry, a, b, both_run)
         out.acquired = a.acquired | b.acquired
         for r in set(a.ver) | set(b.ver):

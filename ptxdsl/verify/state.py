@@ -79,6 +79,10 @@ class State:
     unreleased: tuple = ()                           # tensormap.replace stmts not published
     unsynced: tuple = ()                             # ... published by other threads, no bar.sync since
     acquired: frozenset = frozenset()                # tensor-map addresses acquired
+    writes_open: tuple = ()                          # Pending TMA writes of global memory in the current bulk group
+    write_groups: tuple = ()                         # ... in committed groups not waited for (without .read)
+    writes_unfenced: tuple = ()                      # ... complete, no fence.proxy.async.global since
+    acquired_unfenced: tuple = ()                    # Pending acquires, no fence.proxy.async.global since
     ver: dict = field(default_factory=dict)          # register -> the version of its value on this path
     dead: bool = False
 

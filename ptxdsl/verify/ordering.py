@@ -1,0 +1,63 @@
+"""Flags between threads against the async proxy: what a release publishes of TMA's global writes, and what a
+TMA read sees after an acquire.
+
+Rules: bulk-store-release (a release store, atomic or fence comes after a TMA store, reduce or bulk copy to
+global memory that the thread has not seen complete with cp.async.bulk.wait_group (not .read) and fenced with
+fence.proxy.async.global: a thread that acquires the flag may read the old bytes), acquire-async-fence (a TMA or
+bulk op reads global memory after an acquire with no fence.proxy.async.global in between: it may read what was
+there before the writes the acquire made visible).
+"""
+from __future__ import annotations
+
+from .state import MAX_GROUPS, Pending, line
+
+
+def bulk(cx, s, e, st, ctx):
+    """A TMA/bulk op on global memory: a read must not follow an unfenced acquire; a write joins the thread's
+    current bulk group."""
+    if e.read and st.acquired_unfenced:
+        a = st.acquired_unfenced[0]
+        cx.report("acquire-async-fence", f"this TMA op reads global memory after the acquire at {line(a.stmt)} with "
+                  f"no fence.proxy.async.global in between: the async proxy may read what was there before the "
+                  f"writes the acquire made visible", s, a.stmt)
+    if e.write:
+        st.writes_open = st.writes_open + (Pending(None, s, region=ctx.region),)
+
+
+def commit(cx, s, e, st, ctx):
+    if st.writes_open:
+        st.write_groups = (st.write_groups + (st.writes_open,))[-MAX_GROUPS:]
+        st.writes_open = ()
+
+
+def wait(cx, s, e, st, ctx):
+    """cp.async.bulk.wait_group n (not .read): the writes of all but the newest n groups are complete."""
+    if e.read:
+        return
+    keep = st.write_groups[-e.n:] if e.n else ()
+    done = st.write_groups[:len(st.write_groups) - len(keep)]
+    st.writes_unfenced = st.writes_unfenced + tuple(x for g in done for x in g)
+    st.write_groups = keep
+
+
+def fence(cx, s, e, st, ctx):
+    """fence.proxy.async.global (or of every space) orders completed TMA writes before later generic accesses,
+    and an acquire before later TMA reads."""
+    if e.proxy == "async" and e.space in (None, "global"):
+        st.writes_unfenced, st.acquired_unfenced = (), ()
+
+
+def order(cx, s, e, st, ctx):
+    if e.releases:
+        pending = st.writes_open + tuple(x for g in st.write_groups for x in g)
+        if pending:
+            cx.report("bulk-store-release", f"this release may be seen before the TMA write at "
+                      f"{line(pending[0].stmt)} has reached global memory: cp.async.bulk.commit_group, "
+                      f"cp.async.bulk.wait_group 0 (not .read) and fence.proxy.async.global first", s,
+                      pending[0].stmt)
+        elif st.writes_unfenced:
+            cx.report("bulk-store-release", f"the TMA write at {line(st.writes_unfenced[0].stmt)} is complete but "
+                      f"not ordered before this release: fence.proxy.async.global between them", s,
+                      st.writes_unfenced[0].stmt)
+    if e.acquires:
+        st.acquired_unfenced = st.acquired_unfenced + (Pending(None, s, region=ctx.region),)
