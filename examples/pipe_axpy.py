@@ -11,7 +11,7 @@ CTAS_PER_SM CTAs on an SM. On the H200 one tile per CTA, four CTAs per SM ran fa
 import numpy as np
 
 import ptxdsl as px
-from ptxdsl.pipeline import Ring, launch_shape, persistent, tile_coords
+from ptxdsl.pipeline import Ring, launch_shape, persistent, tile_coords, tile_grid
 from tile_common import random_bf16
 
 BOX = (256, 16)                   # (columns, rows): 8 KiB of bf16 per operand
@@ -93,10 +93,7 @@ def launcher(prog, rows, cols, box=BOX, tiles_per_cta=TILES_PER_CTA, ctas_per_sm
              warps=CONSUMER_WARPS, name="pipe_axpy"):
     """A function (a, x_map, y_map, y, stream=None) computing y = a*x + y on a rows x cols matrix:
     tiles_per_cta tiles per CTA (None: a persistent grid, one CTA per SM), at most ctas_per_sm CTAs per SM."""
-    if rows % box[1] or cols % box[0]:
-        raise ValueError(f"pipe_axpy: {rows}x{cols} is not a whole number of {box[1]}x{box[0]} tiles")
-    across = cols // box[0]
-    ntiles = across * (rows // box[1])
+    across, ntiles = tile_grid(rows, cols, box, name)
     launch = prog[name]
     grid, shared = launch_shape(launch, ntiles, tiles_per_cta, ctas_per_sm)
 

@@ -13,7 +13,7 @@ persistent grid of one CTA per SM walking an 8-stage ring)."""
 import numpy as np
 
 import ptxdsl as px
-from ptxdsl.pipeline import Ring, StoreDrain, launch_shape, persistent, tile_coords
+from ptxdsl.pipeline import Ring, StoreDrain, launch_shape, persistent, tile_coords, tile_grid
 from tile_common import random_bf16
 
 BOX = (256, 16)           # (columns, rows) of a tile: 8 KiB of bf16
@@ -67,10 +67,7 @@ KERNEL = build()
 def launcher(prog, rows, cols, box=BOX, tiles_per_cta=TILES_PER_CTA, ctas_per_sm=CTAS_PER_SM, name="pipe_copy"):
     """A function (src_map, dst_map, stream=None) copying a rows x cols matrix: tiles_per_cta tiles per CTA
     (None: a persistent grid, one CTA per SM), at most ctas_per_sm CTAs per SM (None: as many as fit)."""
-    if rows % box[1] or cols % box[0]:
-        raise ValueError(f"pipe_copy: {rows}x{cols} is not a whole number of {box[1]}x{box[0]} tiles")
-    across = cols // box[0]
-    ntiles = across * (rows // box[1])
+    across, ntiles = tile_grid(rows, cols, box, name)
     launch = prog[name]
     grid, shared = launch_shape(launch, ntiles, tiles_per_cta, ctas_per_sm)
 

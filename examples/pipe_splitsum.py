@@ -18,7 +18,7 @@ import numpy as np
 
 import ptxdsl as px
 from ptxdsl import sreg
-from ptxdsl.pipeline import Flags, Ring, tile_coords
+from ptxdsl.pipeline import Flags, Ring, tile_coords, tile_grid
 
 BOX = (128, 32)                 # (columns, rows) of f32: 16 KiB
 TILE = BOX[0] * BOX[1] * 4
@@ -122,11 +122,9 @@ def launcher(prog, splits, m, n, groups, name="pipe_splitsum", lag=LAG):
 
     A kernel built with combine="ordered" gets its flags here (a u32 per output tile, zeroed once) and a new
     epoch each launch; the launches of one launcher share the flags, so they must not overlap (one stream)."""
-    if m % BOX[1] or n % BOX[0] or splits % groups:
-        raise ValueError(f"pipe_splitsum: ({splits}, {m}, {n}) in {groups} groups: m, n must be whole {BOX[1]}x"
-                         f"{BOX[0]} tiles and groups must divide the splits")
-    across = n // BOX[0]
-    ntiles = across * (m // BOX[1])
+    if splits % groups:
+        raise ValueError(f"pipe_splitsum: {splits} splits in {groups} groups: groups must divide the splits")
+    across, ntiles = tile_grid(m, n, BOX, name)
     launch = prog[name]
     if "epoch" not in [p.name for p in launch.params]:
         def run(x_map, y_map, stream=None):

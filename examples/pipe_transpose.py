@@ -13,7 +13,7 @@ import numpy as np
 
 import ptxdsl as px
 from ptxdsl import sreg
-from ptxdsl.pipeline import Ring, StoreDrain, launch_shape, persistent, tile_coords
+from ptxdsl.pipeline import Ring, StoreDrain, launch_shape, persistent, tile_coords, tile_grid
 from tile_common import random_bf16
 
 T = 64                      # tile side: 64 bf16 = one 128-byte swizzle span
@@ -87,10 +87,7 @@ KERNEL = build()
 def launcher(prog, rows, cols, tiles_per_cta=TILES_PER_CTA, name="pipe_transpose"):
     """A function (x_map, out_map, stream=None) computing out = x.T for a rows x cols x: tiles_per_cta tiles
     per CTA (None: a persistent grid, one CTA per SM)."""
-    if rows % T or cols % T:
-        raise ValueError(f"pipe_transpose: {rows}x{cols} is not a whole number of {T}x{T} tiles")
-    across = cols // T
-    ntiles = across * (rows // T)
+    across, ntiles = tile_grid(rows, cols, (T, T), name)
     launch = prog[name]
     grid, _ = launch_shape(launch, ntiles, tiles_per_cta)
 

@@ -116,6 +116,7 @@ SECTIONS: list[tuple[str, str, list[tuple[str, str]]]] = [
         ("ptxdsl.pipeline.Flags.wait", "flags.wait()"),
         ("ptxdsl.pipeline.persistent", "ptxdsl.pipeline.persistent()"),
         ("ptxdsl.pipeline.tile_coords", "ptxdsl.pipeline.tile_coords()"),
+        ("ptxdsl.pipeline.tile_grid", "ptxdsl.pipeline.tile_grid()"),
         ("ptxdsl.pipeline.launch_shape", "ptxdsl.pipeline.launch_shape()"),
     ]),
     ("Tensor maps on the host", "", [

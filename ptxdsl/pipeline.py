@@ -29,7 +29,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from . import sreg
-from .errors import DSLError, SourceLoc
+from .errors import DSLError, LaunchError, SourceLoc
 from .types import u32
 
 MBAR_BYTES = 8
@@ -225,6 +225,16 @@ def tile_coords(k, tile, tiles_per_row, box):
     row = k.div(tile, tiles_per_row)
     col = k.sub(tile, k.mul(row, tiles_per_row))
     return k.mul(col, box[0]), k.mul(row, box[1])
+
+
+def tile_grid(rows: int, cols: int, box, what: str = "matrix") -> tuple:
+    """(tiles_per_row, ntiles) of a rows x cols matrix cut into `box` = (columns, rows) tiles, row-major as
+    `tile_coords` numbers them; LaunchError (rule pipeline.whole-tiles) naming `what` when the matrix is not a
+    whole number of tiles."""
+    if rows % box[1] or cols % box[0]:
+        raise LaunchError(f"{what}: {rows}x{cols} is not a whole number of {box[1]}x{box[0]} tiles",
+                          SourceLoc.caller(), rule="pipeline.whole-tiles")
+    return cols // box[0], cols // box[0] * (rows // box[1])
 
 
 def launch_shape(launch, ntiles: int, tiles_per_cta=1, ctas_per_sm=None) -> tuple:

@@ -193,3 +193,13 @@ def test_a_row_per_lane_is_followed_and_its_byte_count_checked(row):
     assert info.value.rule == "expect-tx-mismatch"
     check_launch(gather.build(row), (0, 0, 0, 64), grid=2, block=64)
 
+
+
+def test_tile_grid_counts_the_tiles_tile_coords_numbers():
+    from ptxdsl.pipeline import tile_grid
+
+    assert tile_grid(64, 512, (256, 16)) == (2, 8)
+    with pytest.raises(px.LaunchError) as info:
+        tile_grid(100, 512, (256, 16), "pipe_copy")
+    assert info.value.rule == "pipeline.whole-tiles" and "pipe_copy: 100x512" in str(info.value)
+    assert info.value.loc.file == __file__
