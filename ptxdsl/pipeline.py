@@ -182,12 +182,18 @@ class Flags:
       it), or launch no more CTAs than can be resident at once."""
 
     def __init__(self, k, name: str, base, *, scope: str = "gpu"):
+        if scope not in ("cta", "cluster", "gpu", "sys"):
+            raise DSLError(f"Flags: scope={scope!r}, expected 'cta', 'cluster', 'gpu' or 'sys' (the threads that "
+                           f"publish and wait)", SourceLoc.caller())
         self.k, self.name, self.base, self.scope = k, name, base, scope
         self.waits = 0
 
     def addr(self, i):
         """The flag's global address: base + 4 * i (i: a u32 register or a constant)."""
-        if isinstance(i, int):
+        if isinstance(i, int) and not isinstance(i, bool):
+            if i < 0:
+                raise DSLError(f"Flags {self.name!r}: flag {i} is before the first (flags are numbered from 0)",
+                               SourceLoc.caller())
             return self.k.add(self.base, 4 * i) if i else self.base
         return self.k.add(self.base, self.k.mul(i, 4, mode="wide"))
 

@@ -185,3 +185,16 @@ def test_a_flag_nobody_publishes_traps_naming_the_wait_line():
     assert r["error"] == "KernelTrap", r
     assert r["rule"] == "debug-watchdog" and r["file"] == str(HERE) and r["line"] == marked_line(handoff, "# WAIT")
     assert "label 'flag_wait1'" in r["message"] and r["elapsed"] < 5.0, r
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda k: Flags(k, "f", k.param_ptr("b"), scope="device"), "Flags: scope='device', expected"),
+    (lambda k: Flags(k, "f", k.param_ptr("b")).wait(-1, 1), "Flags 'f': flag -1 is before the first"),
+    (lambda k: Flags(k, "f", k.param("b", px.u32)).publish(0, 1), "a global address must be 64-bit"),
+    (lambda k: Flags(k, "f", k.param_ptr("b")).wait(0, k.param("e", px.f32)), "mixed types"),
+])
+def test_flags_misuse_names_the_value_and_the_line(make, match):
+    with pytest.raises(px.DSLError, match=match) as info:
+        with px.kernel("t", reqntid=32) as k:
+            make(k)
+    assert info.value.loc.file == str(HERE)
