@@ -231,11 +231,11 @@ def _example(name):
     return build
 
 
-def _pipe(name, **kw):
+def _pipe(module, **kw):
     """The kernel of a pipe_* example built by the example's own `build(**kw)` (a variant of its KERNEL: more
     stages, another drain depth); debug=True builds it with px.kernel(..., debug=True), like _example."""
     def build(debug=False):
-        make = importlib.import_module(name).build
+        make = importlib.import_module(module).build
         if not debug:
             return make(**kw).finish()
         original = px.kernel
@@ -244,7 +244,7 @@ def _pipe(name, **kw):
             return make(**kw).finish()
         finally:
             px.kernel = original
-    build.__name__ = name
+    build.__name__ = module
     return build
 
 
@@ -256,10 +256,17 @@ def _swizzled(a):
     return px.TensorMapSpec.from_array(a, (TILE, TILE), swizzle="128B")
 
 
+def _map32(a):
+    """The split accumulation's f32 map: 32 rows of 128 columns (pipe_splitsum.BOX)."""
+    return px.TensorMapSpec.from_array(a, (32, 128))
+
+
 R, C = 256, 512
 PIPE_R, PIPE_C = 192, 512       # 24 tiles: 12 x 2 of PIPE_BOX (pipe_copy, pipe_axpy), 3 x 8 of 64x64 (pipe_transpose)
 PIPE_BOX = (16, 256)            # (rows, columns): the examples' BOX = (256, 16) is (columns, rows)
 PIPE_TILES, PIPE_GRID = 24, (3,)
+SS_SPLITS, SS_M, SS_N, SS_LAG = 16, 64, 256, 1   # pipe_splitsum_ordered: 4 output tiles of 32x128 f32, 2 groups of 8
+SS_TILES = (SS_M // 32) * (SS_N // 128)
 FAMILIES = {f.name: f for f in [
     Family("tma_load_tile", _example("tma_load_tile"), (("src", (R, C), "random"), ("out", (R, C), "pattern")),
            lambda a: (_map(a["src"], (TILE, TILE)), a["out"], C * 2), "out", (C // TILE, R // TILE)),
@@ -314,6 +321,15 @@ FAMILIES = {f.name: f for f in [
            (("x", (PIPE_R, PIPE_C), "random"), ("out", (PIPE_C, PIPE_R), "pattern")),
            lambda a: (_swizzled(a["x"]), _swizzled(a["out"]), PIPE_TILES, PIPE_C // TILE), "out", PIPE_GRID,
            block=160),
+    # The ordered split accumulation: in each of 4 output tiles, group 0 stores its sum of 8 splits (2 laps of the
+    # 4-stage ring) and publishes the tile's flag (ptxdsl.pipeline.Flags), group 1 waits for the flag and adds its
+    # sum with a TMA reduce. One add per tile, so the output is the same bits run after run. Group 1 of tile t is
+    # CTA 2(t + SS_LAG) + 1. Its elements are f32: a coordinate 4 elements off is 16 bytes off, still aligned.
+    Family("pipe_splitsum_ordered", _pipe("pipe_splitsum", combine="ordered", name="pipe_splitsum_ordered"),
+           (("x", (SS_SPLITS * SS_M, SS_N), "f32"), ("y", (SS_M, SS_N), "f32pattern"),
+            ("flags", (SS_TILES * 4,), "zeros8")),
+           lambda a: (_map32(a["x"]), _map32(a["y"]), SS_M, SS_SPLITS // 2, 2, SS_N // 128, SS_TILES, SS_LAG,
+                      a["flags"], 1), "y", ((SS_TILES + SS_LAG) * 2,), block=160),
 ]}
 
 
@@ -336,7 +352,8 @@ def _host_arrays(fam):
 
     out = {}
     for name, shape, fill in fam.shapes:
-        out[name] = _HostArray(shape, np.uint8 if fill == "zeros8" else ml_dtypes.bfloat16)
+        out[name] = _HostArray(shape, {"zeros8": np.uint8, "f32": np.float32, "f32pattern": np.float32}.get(
+            fill, ml_dtypes.bfloat16))
     return out
 
 
@@ -582,7 +599,8 @@ def _summarise_cpu(rows) -> dict:
 # ------------------------------------------------------------------------------------------------ the GPU
 
 def _host_inputs(fam, seed=0) -> dict:
-    """The arrays a launch starts from (numpy): random bf16 inputs, outputs filled with 0xA5A5, zeroed bytes."""
+    """The arrays a launch starts from (numpy): random bf16 (or f32) inputs, outputs filled with 0xA5A5 (0xA5A5A5A5),
+    zeroed bytes."""
     import ml_dtypes
 
     rng = np.random.default_rng(seed)
@@ -592,6 +610,10 @@ def _host_inputs(fam, seed=0) -> dict:
             out[name] = rng.standard_normal(shape, dtype=np.float32).astype(ml_dtypes.bfloat16)
         elif fill == "pattern":
             out[name] = np.full(shape, 0xA5A5, np.uint16).view(ml_dtypes.bfloat16)
+        elif fill == "f32":
+            out[name] = rng.standard_normal(shape, dtype=np.float32)
+        elif fill == "f32pattern":
+            out[name] = np.full(shape, 0xA5A5A5A5, np.uint32).view(np.float32)
         else:
             out[name] = np.zeros(shape, np.uint8)
     return out
@@ -953,6 +975,10 @@ MEMORY_MODEL = {
                                   "still read or write: " + _RACE,
     ("drop_sync", "bulk-group-pending"): "without the CTA barrier, the TMA store reads shared memory that other "
                                          "warps may still be writing: " + _RACE,
+    ("drop_fence", "bulk-store-release"): "the TMA store's global writes (async proxy) are not ordered before the "
+                                          "flag's release: a CTA that acquires the flag may add to the old bytes",
+    ("drop_fence", "acquire-async-fence"): "the flag's acquire is not ordered before the TMA reduce (async proxy): "
+                                           "it may read y before the store the flag published",
 }
 
 

@@ -26,12 +26,15 @@ def test_the_campaign_has_over_300_mutants_of_every_operator_and_family():
     assert len({m.id for m in EVERY}) == len(EVERY)
 
 
+F32 = {"pipe_splitsum_ordered"}                      # the families whose maps are f32 (the others bf16)
+
+
 def must_reject(m) -> bool | None:
     """True: the mutation breaks the protocol by construction; False: a control that must pass; None: either."""
     if m.operator in ("tx", "flip_parity", "drop_wait", "drop_sync"):
         return True
-    if m.operator == "coord_param":
-        return m.variant != 0
+    if m.operator == "coord_param":                     # a control: an offset of a multiple of 16 bytes (0, 4 f32)
+        return m.variant * (4 if m.family in F32 else 2) % 16 != 0
     if m.operator == "init_count":
         # +1: one arrival short of every phase (a hang); -1 or 1: more arrivals than the count, the extra ones land in
         # the next phase (the H200 hung or copied wrong data with an empty barrier of 127 for 128 threads)
@@ -58,7 +61,7 @@ def test_each_mutant_is_classified(m):
         assert v["rule"] in M.px.verify.RULES or v["rule"].startswith("launch."), v
     elif want is False:
         assert v["verdict"] == "accepted", (m.what, v)
-    if m.operator == "coord_param" and m.variant:
+    if m.operator == "coord_param" and want:
         assert (v["stage"], v["rule"]) == ("launch", "coord-align"), v
 
 
@@ -83,11 +86,14 @@ def test_the_pipeline_kernels_lap_their_rings():
     """The pipe_* families run on a persistent grid, fewer CTAs than tiles (8 tiles per CTA), so that each CTA
     laps its ring several times: a ring mistake shows only when the ring wraps. Every operator finds sites in
     them."""
-    assert {"pipe_copy", "pipe_axpy", "pipe_transpose"} <= set(PIPES)
+    assert {"pipe_copy", "pipe_axpy", "pipe_transpose", "pipe_splitsum_ordered"} <= set(PIPES)
     for name in PIPES:
         fam = M.FAMILIES[name]
-        assert M.PIPE_TILES in fam.args(M._host_arrays(fam)), name
-        assert M.PIPE_TILES >= 8 * fam.grid[0], name
+        if name == "pipe_splitsum_ordered":             # a CTA per (tile, group), each adding 8 splits: 2 laps
+            assert M.SS_SPLITS // 2 >= 2 * M.importlib.import_module("pipe_splitsum").STAGES, name
+        else:
+            assert M.PIPE_TILES in fam.args(M._host_arrays(fam)), name
+            assert M.PIPE_TILES >= 8 * fam.grid[0], name
         assert {m.operator for m in EVERY if m.family == name} == set(M.OPERATORS), name
 
 
@@ -147,8 +153,13 @@ def test_the_gpu_campaign_restarts_a_worker_after_a_dead_context(tmp_path, monke
 
 def test_a_silent_worker_is_a_timeout_and_the_rest_still_run(tmp_path, monkeypatch):
     # 10 s of silence is a hang: a worker's first line (after Python, ptxdsl and its kernels) takes seconds on a
-    # loaded machine
-    result, written = run_campaign(tmp_path, monkeypatch, "correct,correct,sleep", 4, timeout=10)
+    # loaded machine. The stand-in picks a mutant's outcome by its id: a plan in which the first of the 4 the
+    # campaign samples sleeps and the others come out correct.
+    chosen = M.sample(M.mutants(), 4, 3)
+    n = 1 + max(sum(map(ord, m.id)) for m in chosen)
+    first = sum(map(ord, chosen[0].id))
+    plan = ",".join("sleep" if i == first else "correct" for i in range(n))
+    result, written = run_campaign(tmp_path, monkeypatch, plan, 4, timeout=10)
     gpu = [r["gpu"] for r in written["mutants"]]
     assert "timeout" in gpu and "correct" in gpu and "no result" not in gpu, gpu
 

@@ -34,7 +34,8 @@ reads it may overwrite. Rules:
 The shared-memory side of the last three rules (what each class read and wrote, against loads in flight and
 stores still reading) is verify/races.py.
 
-Anything it cannot follow (a branch or loop bound on a value it does not know, hand-written branches, a
+A hand-written loop that only polls global memory (Flags.wait: a flag another CTA publishes) is taken as ending.
+Anything else it cannot follow (a branch or loop bound on a value it does not know, other hand-written branches, a
 multicast, remote barrier or state-token wait, more than MAX_CLASSES classes) ends the run without a finding;
 at the end of its step budget it ends with what it found on the way (a race it saw stands; a wait that would
 never return is not concluded). `ring_findings(kernel)` runs it when the kernel is verified; `check_launch` runs it again with
@@ -344,7 +345,7 @@ class _Run(Races):
                     raise _GiveUp
                 th.regs[loop.var] = (v + loop.step) & ((1 << loop.var.type.reg_bits) - 1)
                 th.pc += 1
-            else:                               # skip
+            else:                               # skip, poll
                 for r in op[2]:
                     th.regs.pop(r, None)
                 th.pc += 1
