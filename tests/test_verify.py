@@ -1471,3 +1471,25 @@ def test_a_shift_by_a_negative_constant_is_no_internal_error():
         s = k.shl(k.mov(-1, px.s32), k.mov(-1, px.s32))
         k.st(px.s32, p, s)
     assert check(k) == []
+
+
+def test_a_loop_that_only_polls_global_memory_is_one_step_of_the_run():
+    """The run of the threads takes a spin on a flag in global memory (Flags.wait) as one step that ends; a
+    hand-written loop that touches shared memory (or does anything the run counts) still ends the run."""
+    from ptxdsl.pipeline import Flags
+    from ptxdsl.verify.linear import flatten
+
+    def spin(k, space):
+        flag = k.param_ptr("flag")
+        with k.if_(k.setp("eq", k.tid_x(), 0)):
+            if space == "global":
+                Flags(k, "f", flag).wait(0, 1)
+            else:
+                buf = k.shared("buf", 16, align=16)
+                again = k.label("again")
+                with k.guard(k.setp("ne", k.ld(px.u32, buf, space="shared::cta"), 1)):
+                    k.bra(again)
+
+    code = flatten(build(lambda k: spin(k, "global")).body, lambda loop: True)
+    assert [c[0] for c in code][-2:] == ["if", "poll"] and code[-1][1].label.name == "f_wait1"
+    assert flatten(build(lambda k: spin(k, "shared")).body, lambda loop: True) is None
