@@ -1493,3 +1493,28 @@ def test_a_loop_that_only_polls_global_memory_is_one_step_of_the_run():
     code = flatten(build(lambda k: spin(k, "global")).body, lambda loop: True)
     assert [c[0] for c in code][-2:] == ["if", "poll"] and code[-1][1].label.name == "f_wait1"
     assert flatten(build(lambda k: spin(k, "shared")).body, lambda loop: True) is None
+
+
+def test_a_fence_alone_is_no_flag_acquire_but_is_a_release():
+    """acquire-async-fence follows acquiring loads and atomics (a flag read), not a fence kept for other reasons;
+    on the release side a fence counts (a fence then a relaxed flag store is a release)."""
+    def fenced_load(k):
+        src, tile, bar, tid, t0 = setup(k)
+        init(k, bar, t0)
+        k.fence("acq_rel", "gpu")
+        load(k, src, tile, bar, t0)
+        k.mbarrier_wait(bar, parity=0)
+
+    assert check(build(fenced_load)) == []
+
+    def store_then_fence(k):
+        dst = k.param_tensormap("dst", SPEC)
+        tile = k.shared("tile", BOX, align=128)
+        with k.if_(k.setp("eq", k.tid_x(), 0)):
+            k.cp_async_bulk_tensor(dst, tile, (0, 0))
+            k.cp_async_bulk_commit_group()
+            k.cp_async_bulk_wait_group_read(0)
+            k.fence("acq_rel", "gpu")  # BAD
+            k.st(px.u32, k.param_ptr("flag"), 1)
+
+    assert [d.rule for d in check(build_unchecked(store_then_fence))] == ["bulk-store-release"]

@@ -658,5 +658,5 @@ class Membar(Op):
     args = ("level",)
 
     def effects(self):
-        return (fx.Order("acq_rel", {"cta": "cta", "gl": "gpu", "sys": "sys"}[self.level]),)
+        return (fx.Order("acq_rel", {"cta": "cta", "gl": "gpu", "sys": "sys"}[self.level], fence=True),)
 

@@ -152,10 +152,12 @@ class GlobalAsync(Effect):
 class Order(Effect):
     """A memory-model ordering point of the generic proxy: `sem` 'acquire' (an ld.acquire, an atom.acquire, a
     fence.acquire), 'release' (st.release, red.release, fence.release) or 'acq_rel' (both: atom.acq_rel,
-    fence.acq_rel, fence.sc, membar) at `scope`."""
+    fence.acq_rel, fence.sc, membar) at `scope`. `fence`: a fence, not a load, store or atomic with the
+    semantics."""
 
     sem: str
     scope: str | None = None
+    fence: bool = False
 
     @property
     def acquires(self) -> bool:

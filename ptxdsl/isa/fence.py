@@ -78,7 +78,7 @@ class Fence(Op):
     family = "fence"
 
     def effects(self):
-        return (fx.Order("acq_rel" if self.sem == "sc" else self.sem, self.scope),)
+        return (fx.Order("acq_rel" if self.sem == "sc" else self.sem, self.scope, fence=True),)
 
 
 class FenceSyncRestrictRelease(Op):

@@ -4,8 +4,8 @@ TMA read sees after an acquire.
 Rules: bulk-store-release (a release store, atomic or fence comes after a TMA store, reduce or bulk copy to
 global memory that the thread has not seen complete with cp.async.bulk.wait_group (not .read) and fenced with
 fence.proxy.async.global: a thread that acquires the flag may read the old bytes), acquire-async-fence (a TMA or
-bulk op reads global memory after an acquire with no fence.proxy.async.global in between: it may read what was
-there before the writes the acquire made visible).
+bulk op reads global memory after an acquiring load or atomic with no fence.proxy.async.global in between: it may
+read what was there before the writes the acquire made visible).
 """
 from __future__ import annotations
 
@@ -59,5 +59,5 @@ def order(cx, s, e, st, ctx):
             cx.report("bulk-store-release", f"the TMA write at {line(st.writes_unfenced[0].stmt)} is complete but "
                       f"not ordered before this release: fence.proxy.async.global between them", s,
                       st.writes_unfenced[0].stmt)
-    if e.acquires:
+    if e.acquires and not e.fence:      # an acquire that read something (a flag), not a fence kept for other reasons
         st.acquired_unfenced = st.acquired_unfenced + (Pending(None, s, region=ctx.region),)

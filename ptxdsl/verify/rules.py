@@ -58,8 +58,8 @@ RULES: dict[str, Rule] = {r.name: r for r in (
     Rule("bulk-store-release", "a release (st.release, red/atom release, a fence) after a TMA store or reduce to "
          "global memory that is not complete (cp.async.bulk.wait_group, not .read) and fenced "
          "(fence.proxy.async.global)", "bulk-store-release"),
-    Rule("acquire-async-fence", "a TMA or bulk op reads global memory after an acquire with no "
-         "fence.proxy.async.global in between", "acquire-async-fence"),
+    Rule("acquire-async-fence", "a TMA or bulk op reads global memory after an acquiring load or atomic (a flag) with "
+         "no fence.proxy.async.global in between", "acquire-async-fence"),
     Rule("tma-load-race", "ordinary loads/stores touch a buffer while a TMA load into it may be in flight",
          "tma-load-race"),
     Rule("bulk-group-pending", "a shared buffer is overwritten while a bulk group reading it is pending",
