@@ -162,7 +162,8 @@ def test_tma_module_sm90a():
 
 
 MAX_REGISTERS = {"pipe_splitsum": 96}      # 32 f32 accumulators per thread
-MORE_KERNELS = {"pipe_splitsum": {"pipe_splitsum", "pipe_splitsum_ordered"}}    # examples with two kernels
+MORE_KERNELS = {"pipe_splitsum": {"pipe_splitsum", "pipe_splitsum_ordered"},     # examples with two kernels
+                "pipe_varlen": {"pipe_varlen", "pipe_varlen_shared_maps"}}
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in GOLDEN.glob("*.ptx")))

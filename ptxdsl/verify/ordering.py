@@ -42,9 +42,13 @@ def wait(cx, s, e, st, ctx):
 
 def fence(cx, s, e, st, ctx):
     """fence.proxy.async.global (or of every space) orders completed TMA writes before later generic accesses,
-    and an acquire before later TMA reads."""
+    and an acquire before later TMA reads. fence.proxy.tensormap::generic acquire after an acquire says what the
+    flag published: a tensor map in its slot, which the TMA ops after it read through (their data is not the
+    flag's)."""
     if e.proxy == "async" and e.space in (None, "global"):
         st.writes_unfenced, st.acquired_unfenced = (), ()
+    elif e.proxy == "tensormap" and e.sem == "acquire":
+        st.acquired_unfenced = ()
 
 
 def order(cx, s, e, st, ctx):
