@@ -70,7 +70,9 @@ def build(stages=STAGES, box=BOX, name="pipe_varlen", maps="cta"):
             k.tensormap_replace(tms, "global_dim", rows, ord=1)
             k.tensormap_replace(tms, "global_stride", k.mul(cols, 2, mode="wide"), ord=0)
 
-        def produce(edited, flag=None):                   # the producer: the CTA's tiles through the edited map
+        def produce(edited=None, flag=None):              # the producer: the CTA's tiles through the edited map
+            if edited is None:                            # (made here, after the publish, so that the verifier
+                edited = px.TensorMapRef(k.cvta(slot, "global"))   # knows the map keeps the template's box)
             with k.elect_one():
                 if flag is not None:
                     flag()
@@ -119,7 +121,6 @@ def build(stages=STAGES, box=BOX, name="pipe_varlen", maps="cta"):
                 consume()
             return k
         slot = k.add(slots, k.mul(tensor, MAP_BYTES, mode="wide"))
-        edited = px.TensorMapRef(k.cvta(slot, "global"))
         warp0 = k.setp("eq", k.warp_idx(), 0)
         with k.if_(k.setp("eq", first, 0)):               # the tensor's first CTA: edit, publish, set the flag
             with k.if_(k.setp("eq", k.tid_x(), 0)):
@@ -127,13 +128,13 @@ def build(stages=STAGES, box=BOX, name="pipe_varlen", maps="cta"):
             ring.init()
             with k.if_(warp0):
                 k.tensormap_cp_fenceproxy(slot, tms, scope="gpu")
-                produce(edited, lambda: flags.publish(tensor, epoch))
+                produce(flag=lambda: flags.publish(tensor, epoch))
             with k.else_():
                 consume()
         with k.else_():                                   # the others: wait for the flag, acquire the map
             ring.init()
             with k.if_(warp0):
-                produce(edited, lambda: flags.wait(tensor, epoch))
+                produce(flag=lambda: flags.wait(tensor, epoch))
             with k.else_():
                 consume()
     return k
