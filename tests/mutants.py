@@ -267,6 +267,7 @@ PIPE_BOX = (16, 256)            # (rows, columns): the examples' BOX = (256, 16)
 PIPE_TILES, PIPE_GRID = 24, (3,)
 SS_SPLITS, SS_M, SS_N, SS_LAG = 16, 64, 256, 1   # pipe_splitsum_ordered: 4 output tiles of 32x128 f32, 2 groups of 8
 SS_TILES = (SS_M // 32) * (SS_N // 128)
+GA_ROWS, GA_COLS, GA_TILES = 64, 512, 24         # pipe_gather: a 64-row table of 1 KiB rows, 24 stages of 16 rows
 FAMILIES = {f.name: f for f in [
     Family("tma_load_tile", _example("tma_load_tile"), (("src", (R, C), "random"), ("out", (R, C), "pattern")),
            lambda a: (_map(a["src"], (TILE, TILE)), a["out"], C * 2), "out", (C // TILE, R // TILE)),
@@ -325,6 +326,13 @@ FAMILIES = {f.name: f for f in [
     # 4-stage ring) and publishes the tile's flag (ptxdsl.pipeline.Flags), group 1 waits for the flag and adds its
     # sum with a TMA reduce. One add per tile, so the output is the same bits run after run. Group 1 of tile t is
     # CTA 2(t + SS_LAG) + 1. Its elements are f32: a coordinate 4 elements off is 16 bytes off, still aligned.
+    # The row gather: warp 0's lanes each copy one table row (a bulk copy, no tensor map) into a stage, warp 1 stores
+    # whole stages; 24 stages of 16 rows over 3 CTAs, so each CTA laps its 2-stage ring 4 times. The index is random
+    # rows of the table (the same every run). It has no tensor map: no coordinate to turn into a parameter.
+    Family("pipe_gather", _example("pipe_gather"),
+           (("table", (GA_ROWS, GA_COLS), "random"), ("index", (GA_TILES * 16,), "rows64"),
+            ("out", (GA_TILES * 16, GA_COLS), "pattern")),
+           lambda a: (a["table"], a["index"], a["out"], GA_TILES), "out", PIPE_GRID, block=64),
     Family("pipe_splitsum_ordered", _pipe("pipe_splitsum", combine="ordered", name="pipe_splitsum_ordered"),
            (("x", (SS_SPLITS * SS_M, SS_N), "f32"), ("y", (SS_M, SS_N), "f32pattern"),
             ("flags", (SS_TILES * 4,), "zeros8")),
@@ -352,8 +360,8 @@ def _host_arrays(fam):
 
     out = {}
     for name, shape, fill in fam.shapes:
-        out[name] = _HostArray(shape, {"zeros8": np.uint8, "f32": np.float32, "f32pattern": np.float32}.get(
-            fill, ml_dtypes.bfloat16))
+        out[name] = _HostArray(shape, {"zeros8": np.uint8, "f32": np.float32, "f32pattern": np.float32,
+                                       "rows64": np.int64}.get(fill, ml_dtypes.bfloat16))
     return out
 
 
@@ -600,7 +608,7 @@ def _summarise_cpu(rows) -> dict:
 
 def _host_inputs(fam, seed=0) -> dict:
     """The arrays a launch starts from (numpy): random bf16 (or f32) inputs, outputs filled with 0xA5A5 (0xA5A5A5A5),
-    zeroed bytes."""
+    zeroed bytes, random row numbers of the gather's table."""
     import ml_dtypes
 
     rng = np.random.default_rng(seed)
@@ -614,6 +622,8 @@ def _host_inputs(fam, seed=0) -> dict:
             out[name] = rng.standard_normal(shape, dtype=np.float32)
         elif fill == "f32pattern":
             out[name] = np.full(shape, 0xA5A5A5A5, np.uint32).view(np.float32)
+        elif fill == "rows64":
+            out[name] = rng.integers(0, GA_ROWS, shape, dtype=np.int64)
         else:
             out[name] = np.zeros(shape, np.uint8)
     return out
