@@ -333,6 +333,12 @@ FAMILIES = {f.name: f for f in [
            (("table", (GA_ROWS, GA_COLS), "random"), ("index", (GA_TILES * 16,), "rows64"),
             ("out", (GA_TILES * 16, GA_COLS), "pattern")),
            lambda a: (a["table"], a["index"], a["out"], GA_TILES), "out", PIPE_GRID, block=64),
+    # The split accumulation with TMA reduce adds into a zeroed y: 2 groups per tile, 0 + a + b in either order is
+    # the same bits.
+    Family("pipe_splitsum", _example("pipe_splitsum"),
+           (("x", (SS_SPLITS * SS_M, SS_N), "f32"), ("y", (SS_M, SS_N), "f32zeros")),
+           lambda a: (_map32(a["x"]), _map32(a["y"]), SS_M, SS_SPLITS // 2, 2, SS_N // 128), "y", (SS_TILES * 2,),
+           block=160),
     Family("pipe_splitsum_ordered", _pipe("pipe_splitsum", combine="ordered", name="pipe_splitsum_ordered"),
            (("x", (SS_SPLITS * SS_M, SS_N), "f32"), ("y", (SS_M, SS_N), "f32pattern"),
             ("flags", (SS_TILES * 4,), "zeros8")),
@@ -361,7 +367,7 @@ def _host_arrays(fam):
     out = {}
     for name, shape, fill in fam.shapes:
         out[name] = _HostArray(shape, {"zeros8": np.uint8, "f32": np.float32, "f32pattern": np.float32,
-                                       "rows64": np.int64}.get(fill, ml_dtypes.bfloat16))
+                                       "f32zeros": np.float32, "rows64": np.int64}.get(fill, ml_dtypes.bfloat16))
     return out
 
 
@@ -622,6 +628,8 @@ def _host_inputs(fam, seed=0) -> dict:
             out[name] = rng.standard_normal(shape, dtype=np.float32)
         elif fill == "f32pattern":
             out[name] = np.full(shape, 0xA5A5A5A5, np.uint32).view(np.float32)
+        elif fill == "f32zeros":
+            out[name] = np.zeros(shape, np.float32)
         elif fill == "rows64":
             out[name] = rng.integers(0, GA_ROWS, shape, dtype=np.int64)
         else:

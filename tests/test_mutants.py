@@ -26,7 +26,7 @@ def test_the_campaign_has_over_300_mutants_of_every_operator_and_family():
     assert len({m.id for m in EVERY}) == len(EVERY)
 
 
-F32 = {"pipe_splitsum_ordered"}                      # the families whose maps are f32 (the others bf16)
+F32 = {"pipe_splitsum", "pipe_splitsum_ordered"}    # the families whose maps are f32 (the others bf16)
 
 
 def must_reject(m) -> bool | None:
@@ -89,7 +89,7 @@ def test_the_pipeline_kernels_lap_their_rings():
     assert {"pipe_copy", "pipe_axpy", "pipe_transpose", "pipe_gather", "pipe_splitsum_ordered"} <= set(PIPES)
     for name in PIPES:
         fam = M.FAMILIES[name]
-        if name == "pipe_splitsum_ordered":             # a CTA per (tile, group), each adding 8 splits: 2 laps
+        if name.startswith("pipe_splitsum"):           # a CTA per (tile, group), each adding 8 splits: 2 laps
             assert M.SS_SPLITS // 2 >= 2 * M.importlib.import_module("pipe_splitsum").STAGES, name
         elif name == "pipe_gather":                     # 24 stages over 3 CTAs: 8 each, 4 laps of 2 stages
             assert M.GA_TILES in fam.args(M._host_arrays(fam)) and M.GA_TILES >= 8 * fam.grid[0], name
