@@ -201,14 +201,17 @@ class Flags:
         """Release flag i with `epoch` (st.release.scope.global.u32)."""
         self.k.st(u32, self.addr(i), epoch, sem="release", scope=self.scope)
 
-    def wait(self, i, epoch) -> None:
-        """Spin until flag i holds `epoch` (ld.acquire.scope.global.u32, setp.ne, a branch back)."""
+    def wait(self, i, epoch, backoff_ns: int | None = None) -> None:
+        """Spin until flag i holds `epoch` (ld.acquire.scope.global.u32, setp.ne, a branch back); with
+        `backoff_ns`, nanosleep that long between polls (fewer loads of the flag while many threads spin)."""
         k = self.k
         where = self.addr(i)
         self.waits += 1
         again = k.label(f"{self.name}_wait{self.waits}")
         pending = k.setp("ne", k.ld(u32, where, sem="acquire", scope=self.scope), epoch)
         with k.guard(pending):
+            if backoff_ns is not None:
+                k.nanosleep(backoff_ns)
             k.bra(again)
 
 

@@ -198,3 +198,17 @@ def test_flags_misuse_names_the_value_and_the_line(make, match):
         with px.kernel("t", reqntid=32) as k:
             make(k)
     assert info.value.loc.file == str(HERE)
+
+
+def test_a_backoff_sleeps_between_polls_and_the_run_still_follows_the_spin():
+    from ptxdsl.verify.linear import flatten
+
+    with px.kernel("backoff", reqntid=32) as k:
+        with k.if_(k.setp("eq", k.tid_x(), 0)):
+            Flags(k, "f", k.param_ptr("flag")).wait(0, 1, backoff_ns=256)
+    text = px.emit(k).text
+    body = [ln.strip() for ln in text[text.index("f_wait1:"):].splitlines()[1:5]]
+    assert body[0].startswith("ld.acquire.gpu.global.u32") and body[1].startswith("setp.ne.u32")
+    assert body[2].endswith("nanosleep.u32 256;") and body[3].endswith("bra f_wait1;")
+    assert assemble(text, "sm_90a").kernels["backoff"].registers > 0
+    assert flatten(k.kernel.body, lambda loop: True)[-1][0] == "poll"

@@ -1085,32 +1085,32 @@ def test_a_new_declaration_is_in_the_table_the_printer_and_the_builder():
 
     before = list(decl.OPS)
 
-    class Nanosleep(decl.Op):
-        """nanosleep.u32 t: suspend the thread for about t nanoseconds."""
+    class Pmevent(decl.Op):
+        """pmevent.u32 a: trigger performance-monitor event a (a made-up .u32 form, for the test)."""
 
-        ptx = "nanosleep.u32"
-        mnemonic = "nanosleep"
-        operands = (Slot("t", Value(px.u32)),)
+        ptx = "pmevent.u32"
+        mnemonic = "pmevent"
+        operands = (Slot("a", Value(px.u32)),)
 
     try:
-        assert decl.OPS[-1] is Nanosleep
-        text = "kernel nap(u32 n)\n    .reqntid 32\n{\n    nanosleep 100\n    nanosleep.u32 n\n}\n"
+        assert decl.OPS[-1] is Pmevent
+        text = "kernel nap(u32 n)\n    .reqntid 32\n{\n    pmevent 7\n    pmevent.u32 n\n}\n"
         (k,) = lang.loads(text, "nap.ptxd")
         ptx = ptx_of(k)
-        assert "\tnanosleep.u32 100;\n\tnanosleep.u32 %r1;\n" in ptx
+        assert "\tpmevent.u32 7;\n\tpmevent.u32 %r1;\n" in ptx
         printed = assert_round_trip(k)
-        assert "    nanosleep 100\n    nanosleep n\n" in printed
+        assert "    pmevent 7\n    pmevent n\n" in printed
         b = px.kernel("nap", reqntid=32)
         n = b.param("n", px.u32)
-        b.nanosleep(100)
-        b.nanosleep(t=n)
+        b.pmevent(7)
+        b.pmevent(a=n)
         assert ptx_of(b.finish()) == ptx
-        e = error_of("kernel k() {\n    nanosleep.u64 1\n}\n", px.DSLError)
-        assert "unknown qualifier .u64" in str(e) and "nanosleep takes .u32" in str(e)
+        e = error_of("kernel k() {\n    pmevent.u64 1\n}\n", px.DSLError)
+        assert "unknown qualifier .u64" in str(e) and "pmevent takes .u32" in str(e)
     finally:
         decl.OPS[:] = before
-    with pytest.raises(px.DSLError, match="unknown instruction 'nanosleep'"):
-        lang.loads("kernel k() {\n    nanosleep 1\n}\n")
+    with pytest.raises(px.DSLError, match="unknown instruction 'pmevent'"):
+        lang.loads("kernel k() {\n    pmevent 1\n}\n")
 
 
 def test_two_forms_of_one_spelling_in_one_statement_are_an_error():

@@ -1,11 +1,12 @@
-"""Execution control around TMA pipelines: griddepcontrol (programmatic dependent launch) and setmaxnreg
-(warpgroup register reallocation)."""
+"""Execution control around TMA pipelines: griddepcontrol (programmatic dependent launch), setmaxnreg
+(warpgroup register reallocation) and nanosleep (a backoff in a spin)."""
 from __future__ import annotations
 
 from ..target import ARCH_SPECIFIC, Req
+from ..types import u32
 from . import effects as fx
 from .decl import Op
-from .operands import Const, Slot
+from .operands import Const, Slot, Value
 
 SETMAXNREG_RANGE = (24, 256)
 
@@ -22,6 +23,17 @@ class GriddepcontrolWait(Op):
     """griddepcontrol.wait: wait until the prerequisite grids have completed and their memory is visible."""
 
     ptx = "griddepcontrol.wait"
+    floor = Req((7, 8))
+    family = "control"
+
+
+class Nanosleep(Op):
+    """nanosleep.u32 t: suspend the thread for about t nanoseconds (0 to 1,000,000; the hardware sleeps
+    anywhere in [0, 2t]): a backoff between polls of a flag."""
+
+    ptx = "nanosleep.u32"
+    mnemonic = "nanosleep"
+    operands = (Slot("t", Value(u32, lo=0, hi=1_000_000)),)
     floor = Req((7, 8))
     family = "control"
 
