@@ -17,6 +17,7 @@ import numpy as np
 import ptxdsl as px
 from ptxdsl import sreg
 from ptxdsl.pipeline import Flags, Ring, tile_coords
+from ptxdsl.verify import check_launch
 from tile_common import random_bf16
 
 BOX = (256, 32)                 # (columns, rows) of bf16: 16 KiB
@@ -157,7 +158,10 @@ class Batch:
     `__cuda_array_interface__` or DLPack: DeviceArray, torch, CuPy). `batch(a)` launches out_i = a * x_i.
 
     With a kernel built with maps="tensor" (`name` is its name) the slots are one per tensor, with a flag each,
-    and every launch passes a new epoch: the launches of one Batch share them, so they must not overlap."""
+    and every launch passes a new epoch: the launches of one Batch share them, so they must not overlap.
+
+    The tables are checked once here against the kernel (ptxdsl.verify.check_launch with their host copies: the
+    run of its threads follows the tile counts and shapes it will read), since a launch cannot read them."""
 
     def __init__(self, prog, pairs, tiles_per_cta=TILES_PER_CTA, box=BOX, ctas_per_sm=CTAS_PER_SM, name="pipe_varlen"):
         from ptxdsl.runtime import DeviceArray
@@ -177,15 +181,18 @@ class Batch:
         table = np.zeros(len(desc), np.dtype([("src", "<u8"), ("dst", "<u8"), ("rows", "<u4"), ("cols", "<u4"),
                                                ("across", "<u4"), ("pad", "<u4")]))
         table[:] = desc
-        self.desc = DeviceArray.to_device(table.view(np.uint8))
-        self.work = DeviceArray.to_device(np.array(work, np.uint32))
+        work = np.array(work, np.uint32)
         self.grid = len(work)
         self.launch = prog[name]
         self.per_tensor = "epoch" in [p.name for p in self.launch.params]
+        self.tmpl = px.TensorMapSpec.from_array(pairs[0][0], box[::-1])    # any tensor's map will do
+        tables = (self.tmpl, table.view(np.uint8), work, 0, 1.0) + ((0, 1) if self.per_tensor else ())
+        check_launch(self.launch.info, tables, grid=self.grid, block=THREADS)      # the tables against the kernel
+        self.desc = DeviceArray.to_device(table.view(np.uint8))
+        self.work = DeviceArray.to_device(work)
         self.slots = DeviceArray.zeros((len(desc) if self.per_tensor else len(work), MAP_BYTES), np.uint8)
         self.flags = DeviceArray.zeros((len(desc),), np.uint32) if self.per_tensor else None
         self.epoch = 0
-        self.tmpl = px.TensorMapSpec.from_array(pairs[0][0], box[::-1])    # any tensor's map will do
         self.shared = self.launch.shared_bytes_for(ctas_per_sm) if ctas_per_sm else None
 
     def __call__(self, a, stream=None):

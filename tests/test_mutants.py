@@ -309,3 +309,44 @@ def test_the_command_line_prints_the_cpu_summary(capsys, tmp_path):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([str(Path(__file__))]))
+
+
+def _varlen_tables(box=(256, 32), per_cta=2):
+    """Host copies of pipe_varlen's tables for 3 tensors (rows, cols): the tensor table and the work list."""
+    import numpy as np
+
+    desc, work = [], []
+    for i, (r, c) in enumerate([(40, 300), (70, 520), (33, 256)]):
+        across = -(-c // box[0])
+        tiles = across * -(-r // box[1])
+        desc.append((0x10000 * (i + 1), 0x90000 * (i + 1), r, c, across, 0))
+        work += [(i, t, min(per_cta, tiles - t), 0) for t in range(0, tiles, per_cta)]
+    table = np.zeros(len(desc), np.dtype([("src", "<u8"), ("dst", "<u8"), ("rows", "<u4"), ("cols", "<u4"),
+                                          ("across", "<u4"), ("pad", "<u4")]))
+    table[:] = desc
+    return table.view(np.uint8), np.array(work, np.uint32)
+
+
+@pytest.mark.parametrize("maps, name", [("cta", "pipe_varlen"), ("tensor", "pipe_varlen_shared_maps")])
+def test_a_kernel_that_reads_its_bounds_from_memory_is_checked_with_host_tables(monkeypatch, maps, name):
+    """pipe_varlen reads each CTA's tile count and its tensor's shape from tables in memory. Given host copies of
+    them, check_launch follows them (CTA 0, CTA 1 and the last CTA: a tensor's first CTA and the others take
+    different paths) and rejects every byte-count and parity mutant, in either copy of the producer; given device
+    pointers it cannot read them and rejects none."""
+    from ptxdsl.verify import check_launch
+
+    desc, work = _varlen_tables()
+    fam = M.Family(f"varlen_{maps}", M._pipe("pipe_varlen", maps=maps, name=name), (), lambda a: (), "x", (len(work),),
+                   block=160)
+    monkeypatch.setitem(M.FAMILIES, fam.name, fam)
+    tmpl = M.px.TensorMapSpec.tiled_for((32, 256), "bf16", (32, 256))
+    extra = (0, 1) if maps == "tensor" else ()
+    check_launch(M.kernel_of(fam.name, False), (tmpl, desc, work, 0, 0.5) + extra, grid=len(work), block=160)
+    broken = [m for m in M.mutants([fam.name]) if m.operator in ("tx", "flip_parity")]
+    assert len(broken) == (10 if maps == "tensor" else 5)
+    for m in broken:
+        k = M.mutate(m)
+        with pytest.raises(M.px.LaunchError) as info:
+            check_launch(k, (tmpl, desc, work, 0, 0.5) + extra, grid=len(work), block=160)
+        assert info.value.rule in ("expect-tx-mismatch", "ring-parity", "refill-race", "tma-load-race"), (m.id, info.value)
+        check_launch(k, (tmpl, 0x1000, 0x2000, 0, 0.5) + extra, grid=len(work), block=160)   # device pointers

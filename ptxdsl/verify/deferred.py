@@ -31,6 +31,7 @@ class Env:
     block: tuple | None = None  # threads per CTA (x, y, z)
     shared_bytes: int | None = None   # the launch's dynamic shared memory (None: what the kernel declares)
     grid: tuple | None = None   # CTAs in the grid (x, y, z), where a check reads %nctaid
+    memory: dict | None = None  # pointer parameter name -> the bytes it points at, where the caller gave them
 
     def symbol(self, s: Sym):
         if s.kind == "param":
@@ -257,7 +258,9 @@ class OpCheck(Check):
 @dataclass(frozen=True, eq=False)
 class RingCheck(Check):
     """wait-never-armed / tma-load-race / arrival-count: the run of the kernel's threads (verify/ring.py)
-    again, with the launch's scalar parameters (loop bounds and branches on them)."""
+    again, with the launch's scalar parameters (loop bounds and branches on them) and the host copies of the
+    tables its pointer parameters point at, where check_launch was given them: then for CTA 0, CTA 1 and the
+    last CTA, which may take different paths through the tables."""
 
     kernel: object = field(repr=False)
     names: tuple = ()
@@ -270,7 +273,15 @@ class RingCheck(Check):
     def evaluate(self, env):
         from .ring import LAUNCH_BUDGET, ring_findings
 
-        found = ring_findings(self.kernel, params=env.scalars, block=env.block, grid=env.grid, budget=LAUNCH_BUDGET)
+        found = ring_findings(self.kernel, params=env.scalars, block=env.block, grid=env.grid, budget=LAUNCH_BUDGET,
+                              memory=env.memory)
+        if not found and env.memory and env.grid:       # tables in memory: CTAs take different paths
+            for cta in sorted({1, env.grid[0] - 1} - {0}):
+                if cta < env.grid[0]:
+                    found = ring_findings(self.kernel, params=env.scalars, block=env.block, grid=env.grid,
+                                          budget=LAUNCH_BUDGET, memory=env.memory, cta=cta)
+                    if found:
+                        break
         if not found:
             return None
         f = found[0]

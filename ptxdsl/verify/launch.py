@@ -4,7 +4,11 @@
 
 `kernel` is a KernelBuilder, a Kernel or the emitted kernel info (`PTX.kernels[name]`, what a launcher holds);
 `args` the launch's arguments in parameter order (ints for scalars, a TensorMapSpec for each tensor map; a raw
-CUtensorMap, or anything else, leaves the checks that need it to the declared spec, if any). A broken check
+CUtensorMap, or anything else, leaves the checks that need it to the declared spec, if any). A pointer parameter
+may be given as a host array (numpy, anything with `__array_interface__`): the run of the kernel's threads then
+reads what the kernel loads through it from there (a work list, a table of shapes), so that a kernel whose loop
+bounds or branches come from memory is checked too. At a real launch the pointers are device memory the
+checks do not read. A broken check
 raises LaunchError naming the rule, the parameters and their values, and the kernel's line. Needs no GPU. The
 environment variable PTXDSL_LAUNCH_CHECKS=0 turns the checks off.
 
@@ -39,6 +43,7 @@ class LaunchPlan:
         self.cluster = cluster_size(kernel.cluster_dims)
         self._checks = None
         self._reads = None
+        self._pointers = frozenset()
         self._grid = False
         self._verdicts: dict = {}
 
@@ -49,6 +54,7 @@ class LaunchPlan:
             self._checks = _build(self.kernel)
             names = {n for c in self._checks for n in c.params()}
             self._reads = tuple(i for i, p in enumerate(self.params) if p.name in names)
+            self._pointers = frozenset(i for i in self._reads if self.params[i].kind == "ptr")
             self._grid = "grid" in names
         return self._checks
 
@@ -60,7 +66,8 @@ class LaunchPlan:
         args = tuple(args)
         if len(args) != len(self.params):
             return                              # the launcher names the argument count
-        key = (tuple([_key(args[i]) for i in self._reads]), cluster if cluster is None or type(cluster) is int
+        key = (tuple([_host(args[i]) if i in self._pointers else _key(args[i]) for i in self._reads]),
+               cluster if cluster is None or type(cluster) is int
                else tuple(cluster), block if type(block) is int else tuple(block), _int(shared_bytes),
                None if not self._grid else grid if type(grid) is int else tuple(grid))
         try:
@@ -89,7 +96,7 @@ class LaunchPlan:
         return None
 
     def _env(self, args, block, cluster, shared_bytes=None, grid=None) -> Env:
-        scalars, maps = {}, {}
+        scalars, maps, memory = {}, {}, {}
         for p, a in zip(self.params, args):
             if p.kind == "scalar":
                 v = _int(a)
@@ -97,8 +104,11 @@ class LaunchPlan:
                     scalars[p.name] = v
             elif p.kind == "tensormap":
                 maps[p.name] = a if isinstance(a, TensorMapSpec) else self.declared.get(p.name)
+            elif getattr(a, "__array_interface__", None) is not None:
+                memory[p.name] = a.tobytes()
         size = cluster_size(_dims(cluster)) if cluster is not None else self.cluster
-        return Env(scalars, maps, size, _dims(block), _int(shared_bytes), _dims(grid) if self._grid else None)
+        return Env(scalars, maps, size, _dims(block), _int(shared_bytes), _dims(grid) if self._grid else None,
+                   memory or None)
 
 
 def launch_plan(kernel) -> LaunchPlan:
@@ -114,7 +124,8 @@ def check_launch(kernel, args, *, grid, block, cluster=None, shared_bytes=None) 
     """Evaluate `kernel`'s launch checks with the launch's arguments (in parameter order, without the debug
     record's hidden one) and its grid, block, cluster and dynamic shared bytes (None: what the kernel declares);
     raise LaunchError for the first one broken. `kernel`: a KernelBuilder, a Kernel, or a launcher's kernel info
-    (`ptxdsl.emit(k).kernels[name]`)."""
+    (`ptxdsl.emit(k).kernels[name]`). A pointer argument given as a host array (numpy) is what the kernel reads
+    through it: the run of its threads follows loop bounds and branches read from such tables."""
     plan = getattr(kernel, "__dict__", {}).get("launch_checks")      # a Kernel's, or a kernel info's
     if not isinstance(plan, LaunchPlan):
         target = kernel.finish() if callable(getattr(type(kernel), "finish", None)) else kernel
@@ -170,6 +181,14 @@ def _key(a):
     return ("arg", a if isinstance(a, (float, str, type(None))) else _int(a))
 
 
+def _host(a):
+    """What of a pointer argument the checks read: the bytes of a host copy (a numpy array) a caller of
+    check_launch gave, else nothing (device memory: which buffer it is does not change the verdict)."""
+    if getattr(a, "__array_interface__", None) is not None:
+        return ("memory", a.nbytes, hash(a.tobytes()))
+    return None
+
+
 def _given(names, env) -> str:
     from .deferred import describe_map
 
@@ -179,6 +198,8 @@ def _given(names, env) -> str:
             out.append(f"{n}={env.scalars[n]}")
         elif n in env.maps:
             out.append(f"{n} = {describe_map(env.maps[n])}")
+        elif env.memory and n in env.memory:
+            out.append(f"{n} = the host copy given ({len(env.memory[n])} bytes)")
         elif n == "grid" and env.grid is not None:
             out.append(f"grid={env.grid}")
     return ", ".join(out) if out else "these arguments"

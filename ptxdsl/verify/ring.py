@@ -52,7 +52,7 @@ from ..isa.effects import (Access, Arrive, AsyncRead, AsyncWrite, Barrier, Commi
 from .linear import flatten
 from .tensormaps import origins
 from .races import SHARED, Races, _line, _slot
-from .threads import Sym, Threads, Values, describe, split
+from .threads import MEMORY_SHIFT, Sym, Threads, Values, describe, split
 
 STEP_BUDGET = 100_000           # class steps one run may take before it gives up
 LAUNCH_BUDGET = 30_000          # the same, for the run a launch check makes (a first launch waits for it)
@@ -111,18 +111,23 @@ class _Load:
     issuer: tuple = ()
 
 
-def ring_findings(kernel, params=None, block=None, maps=None, effects=None, grid=None, budget=STEP_BUDGET) -> list:
+def ring_findings(kernel, params=None, block=None, maps=None, effects=None, grid=None, budget=STEP_BUDGET,
+                  memory=None, cta=0) -> list:
     """What the run finds (empty when it gives up). `params` (name -> int) and `block` are a launch's; `maps`
-    (name -> TensorMapSpec) the maps it binds; `effects` ({statement: its effects}, as Facts.effects keeps them)
-    spares working them out again. The run the verifier makes (no launch values) also leaves on the kernel what
-    `ring_depends_on_params` would work out, so that a first launch need not run it again."""
+    (name -> TensorMapSpec) the maps it binds; `memory` (pointer parameter name -> bytes) what its pointers
+    point at, where a caller of check_launch gave host copies; `cta` the %ctaid.x of the CTA it follows (CTA 0
+    unless the launch checks pick others: with memory, CTAs take different paths); `effects` ({statement: its effects}, as
+    Facts.effects keeps them) spares working them out again. The run the verifier makes (no launch values) also
+    leaves on the kernel what `ring_depends_on_params` would work out, so that a first launch need not run it
+    again."""
     fx = Effects(effects or ())
-    plain = params is None and block is None and maps is None and grid is None and budget == STEP_BUDGET
+    plain = (params is None and block is None and maps is None and grid is None and memory is None and not cta
+             and budget == STEP_BUDGET)
     if not _has_waits(kernel, fx):
         if plain:
             kernel.__dict__["ring_depends"] = ()
         return []
-    run = _Run(kernel, params, block, maps, fx, grid)
+    run = _Run(kernel, params, block, maps, fx, grid, memory, cta)
     run.budget = budget
     gave_up = False
     try:
@@ -159,7 +164,7 @@ def ring_depends_on_params(kernel) -> tuple:
 
 
 def _depends(kernel, run, gave_up: bool) -> tuple:
-    names = tuple(p.name for p in kernel.params if p.kind == "scalar")
+    names = tuple(p.name for p in kernel.params if p.kind in ("scalar", "ptr"))
     if not gave_up:
         return ()
     return names + (("block",) if run.block is None else ()) if (names or run.block is None) else ()
@@ -229,6 +234,9 @@ def _relevant(kernel, fx) -> set:
                         use(e.src, e.size)
                     elif isinstance(e, Access) and e.space in SHARED:
                         use(e.addr)
+                    elif isinstance(e, Access) and e.space == "global" and not e.write:
+                        for d in s.op.defs():       # a value loaded from memory the caller may have given
+                            defs.setdefault(d, []).append(e.addr.base if isinstance(e.addr, Addr) else e.addr)
                     elif isinstance(e, Barrier):
                         use(e.count)
                     elif isinstance(e, Elect):
@@ -247,12 +255,15 @@ def _relevant(kernel, fx) -> set:
 
 
 class _Run(Races):
-    def __init__(self, k, params, block, maps, fx, grid=None):
+    def __init__(self, k, params, block, maps, fx, grid=None, memory=None, cta=0):
         self.k = k
         d = k.directives
         ntid = d.get("reqntid") or (tuple(block) if block else None)
         self.block = tuple(ntid) + (1,) * (3 - len(ntid)) if ntid else None
-        self.values = Values(self.block or (1, 1, 1), params, grid)
+        # each pointer the caller gave the memory of gets an address of its own, far above the others
+        self.memory = {(i + 1) << MEMORY_SHIFT: bytes(b) for i, b in enumerate((memory or {}).values())}
+        self.pointers = dict(zip(memory or {}, self.memory))
+        self.values = Values(self.block or (1, 1, 1), {**(params or {}), **self.pointers}, grid, cta)
         self.maps = maps or {}
         self.fx = fx
         self.relevant = _relevant(k, fx)
@@ -407,8 +418,10 @@ class _Run(Races):
                 values.append((1, e))
             elif isinstance(e, Access) and e.space == "param":
                 p = e.addr.base if isinstance(e.addr, Addr) else e.addr
-                if isinstance(p, Param) and p.kind == "scalar":
+                if isinstance(p, Param) and (p.kind == "scalar" or p.name in self.pointers):
                     values.append((2, p.name))
+            elif isinstance(e, Access) and e.space == "global" and not e.write and self.memory:
+                values.append((3, e))
         acts = []
         for e in sorted(effects, key=lambda x: not isinstance(x, ExpectTx)):    # arrive.expect_tx: expect first
             if isinstance(e, Exit):
@@ -450,8 +463,10 @@ class _Run(Races):
                 results.append((x.dst, self.values.compute(x, [get(th, a) for a in x.args], th.tids)))
             elif kind == 1:
                 results.append((x.dst, self.values.elect(th, x.mask)))
-            else:
+            elif kind == 2:
                 results.extend((r, self.values.params.get(x)) for r in defs)
+            else:
+                results.extend(zip(defs, self._read(th, x, s.op)))
         for r in defs:
             regs.pop(r, None)
         for r, v in results:
@@ -463,6 +478,25 @@ class _Run(Races):
                 th.state = "done"
                 return
             handler(self, th, s, e)
+
+    def _read(self, th, e, op) -> list:
+        """The values a load of global memory gives each of its destinations, from the memory the caller gave
+        (None where the address is not in it, or differs among the class's threads)."""
+        v = e.addr
+        base = self.values.get(th, v.base if isinstance(v, Addr) else v)
+        n = len(op.defs())
+        if type(base) is not int:
+            return [None] * n
+        at = base + (v.offset if isinstance(v, Addr) else 0)
+        size = e.nbytes // n
+        start = max((b for b in self.memory if b <= at), default=None)
+        data = self.memory.get(start)
+        t = op.type
+        if data is None or at - start + e.nbytes > len(data) or t.kind not in "usb":
+            return [None] * n
+        off = at - start
+        return [int.from_bytes(data[off + i * size:off + (i + 1) * size], "little", signed=t.kind == "s")
+                for i in range(n)]
 
     def _addr(self, th, v, bar=False) -> Sym:
         x = self.values.get(th, v.base if isinstance(v, Addr) else v)

@@ -19,6 +19,7 @@ from ..ir import Imm, Param, PredNot, Reg, SharedAlloc, SpecialReg
 from ..types import pred
 
 WARP = 32
+MEMORY_SHIFT = 44               # the run gives the memory a caller passed addresses (i + 1) << 44: cvta keeps them
 ZERO_SREGS = frozenset({"%ctaid.x", "%ctaid.y", "%ctaid.z", "%cluster_ctarank", "%cluster_ctaid.x",
                         "%cluster_ctaid.y", "%cluster_ctaid.z", "%clusterid.x", "%clusterid.y", "%clusterid.z"})
 
@@ -144,10 +145,11 @@ def describe(tids) -> str:
 class Values:
     """Reads operands and computes Compute effects for a class (one value, or one per thread)."""
 
-    def __init__(self, block, params, grid=None):
+    def __init__(self, block, params, grid=None, cta=0):
         self.block = block                  # (x, y, z)
         self.params = params or {}          # scalar parameter name -> int
         self.grid = grid                    # (x, y, z) CTAs, or None: %nctaid is not known
+        self.cta = cta                      # the %ctaid.x of the CTA the run follows
 
     # ------------------------------------------------------------------------------ operands
 
@@ -173,6 +175,8 @@ class Values:
 
     def sreg(self, th: Threads, name: str):
         x, y, _ = self.block
+        if name == "%ctaid.x":
+            return self.cta
         if name in ZERO_SREGS:
             return 0
         if name == "%tid.x" and x == self.block[0] * y * self.block[2]:
@@ -241,7 +245,7 @@ def _map(fn, x):
 
 def _scalar(e, vals):
     fn = e.fn
-    if fn == "mov":
+    if fn == "mov" or fn == "cvta" and type(vals[0]) is int and vals[0] >> MEMORY_SHIFT:
         return vals[0]
     if fn == "selp":
         c = vals[2]
