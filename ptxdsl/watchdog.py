@@ -242,5 +242,5 @@ def checks_before(s, k, fresh) -> list:
 
 
 __all__ = ["CHECK_WORD", "DEFAULT_TIMEOUT_NS", "PARAM", "RECORD_BYTES", "STATE_WAIT", "VALUE_WORD", "bounded_branch",
-           "bounded_spin", "check_descriptions", "checks_before", "extra_regs", "loop_sites", "loop_starts", "op_checks",
-           "record_param", "sites", "timeout_ns"]
+           "bounded_spin", "check_descriptions", "checks_before", "extra_regs", "loop_sites", "loop_starts",
+           "op_checks", "record_param", "sites", "timeout_ns"]

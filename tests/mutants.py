@@ -84,7 +84,7 @@ import numpy as np  # noqa: E402
 
 import ptxdsl as px  # noqa: E402
 from ptxdsl import sreg  # noqa: E402
-from ptxdsl.ir import Addr, If, Imm, Instr, Loop, Param, Reg, WaitLoop, walk  # noqa: E402
+from ptxdsl.ir import If, Imm, Instr, Loop, Param, Reg, WaitLoop, walk  # noqa: E402
 from ptxdsl.isa import core  # noqa: E402
 from ptxdsl.isa.effects import (AsyncRead, AsyncWrite, Barrier, ExpectTx, Init, ProxyFence, TmapPublish,  # noqa: E402
                                 TmapRead, Wait)

@@ -116,8 +116,8 @@ def ring_findings(kernel, params=None, block=None, maps=None, effects=None, grid
     """What the run finds (empty when it gives up). `params` (name -> int) and `block` are a launch's; `maps`
     (name -> TensorMapSpec) the maps it binds; `memory` (pointer parameter name -> bytes) what its pointers
     point at, where a caller of check_launch gave host copies; `cta` the %ctaid.x of the CTA it follows (CTA 0
-    unless the launch checks pick others: with memory, CTAs take different paths); `effects` ({statement: its effects}, as
-    Facts.effects keeps them) spares working them out again. The run the verifier makes (no launch values) also
+    unless the launch checks pick others: with memory, CTAs take different paths); `effects` ({statement: its
+    effects}, as Facts.effects keeps them) spares working them out again. The run the verifier makes (no launch values) also
     leaves on the kernel what `ring_depends_on_params` would work out, so that a first launch need not run it
     again."""
     fx = Effects(effects or ())
@@ -495,7 +495,7 @@ class _Run(Races):
         if data is None or at - start + e.nbytes > len(data) or t.kind not in "usb":
             return [None] * n
         off = at - start
-        return [int.from_bytes(data[off + i * size:off + (i + 1) * size], "little", signed=t.kind == "s")
+        return [int.from_bytes(data[off + i * size:off + (i + 1) * size], "little")
                 for i in range(n)]
 
     def _addr(self, th, v, bar=False) -> Sym:

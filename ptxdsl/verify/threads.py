@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 
 from ..fold import evaluate
 from ..ir import Imm, Param, PredNot, Reg, SharedAlloc, SpecialReg
-from ..types import pred
 
 WARP = 32
 MEMORY_SHIFT = 44               # the run gives the memory a caller passed addresses (i + 1) << 44: cvta keeps them
