@@ -13,6 +13,8 @@ memory): word 0 the 1-based wait site, word 1 the parity waited for (STATE_WAIT 
 1-based number of the device check that failed (0: none), word 3 the value it found."""
 from __future__ import annotations
 
+import functools
+
 from . import sreg
 from .ir import Addr, If, Imm, Instr, Label, LabelStmt, Loop, PredNot, Reg
 from .isa import core
@@ -106,7 +108,7 @@ def op_checks(k) -> dict:
                 n += 1
                 got.setdefault(ins, []).append((n,) + tuple(c))
         if got:
-            k.debug_scratch = (k.new_reg(u32), k.new_reg(pred))
+            k.debug_scratch = (_scratch(k, u32), _scratch(k, pred))
         k.debug_op_checks = got
     return got
 
@@ -114,19 +116,14 @@ def op_checks(k) -> dict:
 def loop_sites(k) -> dict:
     """{Instr: (number, start register)} for each hand-written backward branch of a debug kernel (a `bra` to a
     label placed before it), numbered after the device checks; one start register (.u64, 0 until the loop first
-    goes round) per branch, and a scratch pair for all of them. They are the emitter's: numbered past the
-    kernel's own registers (`extra_regs` says how many) without adding to them. Empty unless k.debug."""
+    goes round) per branch, and a scratch pair for all of them (`_scratch`: the emitter's). Empty unless
+    k.debug."""
     if not k.debug:
         return {}
     got = k.__dict__.get("debug_loop_sites")
     if got is None:
         first = sum(len(c) for c in op_checks(k).values()) + 1
-        extra: dict = {}
-
-        def reg(t):
-            extra[t.reg_class] = extra.get(t.reg_class, 0) + 1
-            return Reg(t, k.reg_counts[t.reg_class] + extra[t.reg_class])
-
+        reg = functools.partial(_scratch, k)
         placed, got = set(), {}
         for s in _statements(k.body):
             if isinstance(s, LabelStmt):
@@ -135,13 +132,21 @@ def loop_sites(k) -> dict:
                 got[s] = (first + len(got), reg(u64))
         if got:
             k.debug_loop_scratch = (reg(u64), reg(pred))
-        k.debug_loop_sites, k.debug_loop_regs = got, extra
+        k.debug_loop_sites = got
     return got
 
 
+def _scratch(k, t) -> Reg:
+    """A register the emitter adds to a debug kernel (for its device checks and bounded loops): numbered past the
+    kernel's own, without adding to them, so the kernel (and the .ptxd printed from it) stays as it was built."""
+    extra = k.__dict__.setdefault("debug_extra_regs", {})
+    extra[t.reg_class] = extra.get(t.reg_class, 0) + 1
+    return Reg(t, k.reg_counts[t.reg_class] + extra[t.reg_class])
+
+
 def extra_regs(k, cls: str) -> int:
-    """How many registers of class `cls` the emitter adds to a debug kernel's (its bounded loops')."""
-    return k.__dict__.get("debug_loop_regs", {}).get(cls, 0) if k.debug else 0
+    """How many registers of class `cls` the emitter adds to a debug kernel (`_scratch`)."""
+    return k.__dict__.get("debug_extra_regs", {}).get(cls, 0) if k.debug else 0
 
 
 def _statements(stmts):
