@@ -133,6 +133,31 @@ def test_the_ordered_split_accumulation_checks_and_assembles():
         assert assemble(px.emit(ps.ORDERED, arch=arch).text, arch).kernels["pipe_splitsum_ordered"].spill_stores == 0
 
 
+def test_a_new_epoch_each_launch_does_not_run_the_launch_checks_again():
+    """The run of the threads reads the parameters that decide its path (the splits per group, the groups, the
+    tile count, the lag), not the flag's epoch, the flags' pointer or the tiles across (coordinates only): a
+    launch that changes only the epoch is a dictionary lookup, not another run of about 10 ms."""
+    sys.path.insert(0, str(HERE.parent.parent / "examples"))
+    import pipe_splitsum as ps
+    from ptxdsl.verify import check_launch, launch_plan
+
+    info = px.emit(ps.ORDERED).kernels["pipe_splitsum_ordered"]
+    plan = launch_plan(info)
+    assert [plan.params[i].name for i in plan.reads] == ["x", "y", "splits_per_group", "groups", "ntiles", "lag"]
+    runs = []
+    original = plan._evaluate
+    plan._evaluate = lambda *a: runs.append(a[1]) or original(*a)
+    x, y = ps.spec(4096, 512), ps.spec(512, 512)
+    ntiles = 512 // 32 * (512 // 128)
+    for epoch in range(1, 6):
+        for across in (4, 8):
+            check_launch(info, (x, y, 512, 2, 4, across, ntiles, 5, 0, epoch), grid=(ntiles + 15) * 4,
+                         block=ps.THREADS)
+    assert len(runs) == 1
+    check_launch(info, (x, y, 512, 1, 4, 4, ntiles, 5, 0, 1), grid=(ntiles + 15) * 4, block=ps.THREADS)
+    assert len(runs) == 2                   # the splits per group bound a loop: a new value is run again
+
+
 # ---------------------------------------------------------------------------------------------- GPU
 
 

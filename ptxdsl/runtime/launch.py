@@ -117,9 +117,9 @@ class Plan:
 
     def _bind_checks(self) -> None:
         """The verifier's launch checks (ptxdsl.verify.check_launch: facts only the arguments decide), when the
-        kernel has any and PTXDSL_LAUNCH_CHECKS is not 0. They read the scalar and tensor-map arguments; a launch
-        whose such arguments, block and cluster equal the last one's (the same map objects) is not checked
-        again."""
+        kernel has any and PTXDSL_LAUNCH_CHECKS is not 0. A launch whose scalar and tensor-map arguments that the
+        checks read (LaunchPlan.reads), grid, block and cluster equal the last one's (the same map objects) is not
+        checked again."""
         plan = self._launch_checks
         if plan is None:
             return
@@ -128,12 +128,12 @@ class Plan:
         if os.environ.get(ENV) == "0" or not plan.checks:
             return
         user = [p for p in self.params if p.name != HIDDEN]
-        self._check_reads = tuple(i for i, p in enumerate(user) if p.kind in ("scalar", "tensormap"))
+        self._check_reads = tuple(i for i in plan.reads if user[i].kind in ("scalar", "tensormap"))
         self._checked = None
         self._checks = plan
 
     def _check(self, given, grid, block, cluster, shared_bytes) -> None:
-        key = (tuple([given[i] for i in self._check_reads]), block, cluster, shared_bytes)
+        key = (tuple([given[i] for i in self._check_reads]), grid, block, cluster, shared_bytes)
         try:
             if key == self._checked:
                 return

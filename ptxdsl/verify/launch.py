@@ -58,6 +58,13 @@ class LaunchPlan:
             self._grid = "grid" in names
         return self._checks
 
+    @property
+    def reads(self) -> tuple:
+        """The indices of the parameters the checks read (a launch that changes only others is not checked
+        again)."""
+        self.checks
+        return self._reads
+
     def run(self, args, grid, block, cluster=None, shared_bytes=None) -> None:
         """Raise LaunchError for the first check the arguments break (nothing with PTXDSL_LAUNCH_CHECKS=0)."""
         if os.environ.get(ENV) == "0":

@@ -41,7 +41,7 @@ def _emit(stmts, code, needed, keep):
         s = stmts[i]
         i += 1
         if isinstance(s, LabelStmt):
-            end = _poll(stmts, i - 1)
+            end = poll_end(stmts, i - 1)
             if end is None:
                 raise _Labels
             code.append(("poll", s, tuple(defs(stmts[i:end + 1]))))
@@ -76,7 +76,7 @@ def _emit(stmts, code, needed, keep):
             code[head] = ("test", s, len(code))
 
 
-def _poll(stmts, at):
+def poll_end(stmts, at):
     """The index of the guarded `bra` back to the label stmts[at] that closes a poll loop, or None: between the
     two, only instructions that read global memory and compute (no other label or branch, no shared memory, no
     barrier), so nothing the run counts happens while the thread spins."""

@@ -46,10 +46,10 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
-from ..ir import Addr, If, Instr, Loop, Param, Reg, WaitLoop
+from ..ir import Addr, If, Instr, LabelStmt, Loop, Param, Reg, WaitLoop
 from ..isa.effects import (Access, Arrive, AsyncRead, AsyncWrite, Barrier, CommitGroup, CompleteTx, Compute, Elect,
                            Exit, ExpectTx, Init, Inval, Jump, Trap, Wait, WaitGroup, WarpSync)
-from .linear import flatten
+from .linear import flatten, poll_end
 from .tensormaps import origins
 from .races import SHARED, Races, _line, _slot
 from .threads import MEMORY_SHIFT, Sym, Threads, Values, describe, split
@@ -164,10 +164,31 @@ def ring_depends_on_params(kernel) -> tuple:
 
 
 def _depends(kernel, run, gave_up: bool) -> tuple:
-    names = tuple(p.name for p in kernel.params if p.kind in ("scalar", "ptr"))
+    """The parameters a launch's run reads: those whose loaded value reaches something the run decides on
+    (_relevant), so that a parameter it never reads (a flag's epoch, a scale factor) does not make a new launch
+    check of every launch that changes it."""
     if not gave_up:
         return ()
+    read = _param_regs(kernel.body)
+    names = tuple(p.name for p in kernel.params if p.kind in ("scalar", "ptr")
+                  and any(r in run.relevant for r in read.get(p.name, ())))
     return names + (("block",) if run.block is None else ()) if (names or run.block is None) else ()
+
+
+def _param_regs(stmts, out=None) -> dict:
+    """{parameter name: the registers ld.param loads it into}."""
+    out = {} if out is None else out
+    for s in stmts:
+        addr = getattr(s.op, "addr", None) if isinstance(s, Instr) else None
+        base = addr.base if isinstance(addr, Addr) else addr
+        if isinstance(base, Param):
+            out.setdefault(base.name, []).extend(s.op.defs())
+        elif isinstance(s, If):
+            _param_regs(s.then, out)
+            _param_regs(s.orelse or [], out)
+        elif isinstance(s, Loop):
+            _param_regs(s.body, out)
+    return out
 
 
 class Effects(dict):
@@ -199,7 +220,7 @@ def _has_waits(kernel, fx) -> bool:
 
 def _relevant(kernel, fx) -> set:
     """Registers whose values the run needs: conditions, loop bounds, guards, barrier and shared-memory
-    operands, and what they are computed from."""
+    operands, and what they are computed from (not what a poll loop computes: the run takes it as ending)."""
     need, defs = set(), {}
 
     def use(*vals):
@@ -211,8 +232,13 @@ def _relevant(kernel, fx) -> set:
                 need.add(r)
 
     def scan(stmts):
-        for s in stmts:
-            if isinstance(s, If):
+        skip = -1
+        for i, s in enumerate(stmts):
+            if i <= skip:                           # inside a poll loop: the run forgets what it computes
+                continue
+            if isinstance(s, LabelStmt):
+                skip = poll_end(stmts, i) or i
+            elif isinstance(s, If):
                 use(s.cond)
                 scan(s.then)
                 scan(s.orelse or [])
