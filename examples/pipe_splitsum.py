@@ -13,7 +13,8 @@ combine="ordered" needs no zeroed y: group 0 stores its tile's sum and publishes
 (ptxdsl.pipeline.Flags: wait_group 0, fence.proxy.async.global, st.release.gpu), and the other groups wait for
 the flag (ld.acquire.gpu in a loop, then fence.proxy.async.global) before they add theirs with the TMA reduce.
 Group g of a tile runs `lag` tiles' worth of CTAs after group 0 (a higher ctaid: the CTA it waits for has
-started), close enough that the stored tile is still in L2 when the add reads it."""
+started), close enough that the stored tile is still in L2 when the add reads it: by default one wave of the
+CTAs the device runs at once, so that an adder starts about when the CTA that stores its tile has ended."""
 import numpy as np
 
 import ptxdsl as px
@@ -24,7 +25,6 @@ BOX = (128, 32)                 # (columns, rows) of f32: 16 KiB
 TILE = BOX[0] * BOX[1] * 4
 STAGES = 4
 CONSUMER_WARPS = 4
-LAG = 264                       # combine="ordered": tiles between group 0 of a tile and the groups that add to it
 THREADS = 32 * (1 + CONSUMER_WARPS)
 
 
@@ -116,12 +116,14 @@ KERNEL = build()
 ORDERED = build(combine="ordered", name="pipe_splitsum_ordered")
 
 
-def launcher(prog, splits, m, n, groups, name="pipe_splitsum", lag=LAG):
+def launcher(prog, splits, m, n, groups, name="pipe_splitsum", lag=None):
     """A function (x_map, y_map, stream=None) adding the `splits` (m, n) slices of x into y, `groups` CTAs
     per output tile (a divisor of splits; 1 with a kernel built with combine="store").
 
     A kernel built with combine="ordered" gets its flags here (a u32 per output tile, zeroed once) and a new
-    epoch each launch; the launches of one launcher share the flags, so they must not overlap (one stream)."""
+    epoch each launch; the launches of one launcher share the flags, so they must not overlap (one stream). `lag`:
+    the tiles between group 0 of a tile and the next group's CTA for it (None: the CTAs the device runs at once,
+    over the groups: on the H200, 264 / 2 = 132 with two groups, the best of a sweep from 0 to 1056)."""
     if splits % groups:
         raise ValueError(f"pipe_splitsum: {splits} splits in {groups} groups: groups must divide the splits")
     across, ntiles = tile_grid(m, n, BOX, name)
@@ -134,6 +136,8 @@ def launcher(prog, splits, m, n, groups, name="pipe_splitsum", lag=LAG):
 
     from ptxdsl.runtime import DeviceArray
 
+    if lag is None:
+        lag = launch.max_active_ctas(THREADS) // groups
     flags = DeviceArray.zeros((ntiles,), np.uint32)
     last = [0]                                            # the epoch of the last launch
     grid = (ntiles + (groups - 1) * lag) * groups

@@ -90,6 +90,7 @@ SECTIONS: list[tuple[str, str, list[tuple[str, str]]]] = [
         ("ptxdsl.program.Launcher", "ptxdsl.program.Launcher"),
         ("ptxdsl.program.Launcher.__call__", "prog[name]()"),
         ("ptxdsl.program.Launcher.shared_bytes_for", "prog[name].shared_bytes_for()"),
+        ("ptxdsl.program.Launcher.max_active_ctas", "prog[name].max_active_ctas()"),
         ("ptxdsl.verify.launch.check_launch", "ptxdsl.verify.check_launch()"),
     ]),
     ("Pipelines", "`ptxdsl.pipeline`: rings of shared-memory stages with full and empty mbarriers, flags between "

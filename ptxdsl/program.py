@@ -194,6 +194,15 @@ class Launcher(Plan):
         """This kernel's Resources: registers, shared/const/stack bytes, spills (see Program.resources)."""
         return self.program.resources[self.info.name]
 
+    def max_active_ctas(self, block, shared_bytes: int | None = None) -> int:
+        """CTAs of this kernel the device runs at once with `block` threads and `shared_bytes` of dynamic shared
+        memory (default: what the kernel declares): per SM (cuOccupancyMaxActiveBlocksPerMultiprocessor) times the
+        SMs. A persistent grid's size; a wave of the grid's CTAs."""
+        from .runtime.launch import max_active_ctas
+
+        return max_active_ctas(self.function, block=block,
+                               shared_bytes=self.shared_bytes if shared_bytes is None else shared_bytes)
+
     def shared_bytes_for(self, ctas_per_sm: int) -> int:
         """The dynamic shared bytes to launch with (`shared_bytes=`) so that shared memory lets at most
         `ctas_per_sm` CTAs of this kernel share an SM, and never fewer bytes than the kernel needs. A knob for

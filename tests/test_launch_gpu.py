@@ -106,6 +106,15 @@ def _tma_copy(src, dst, dtype: str) -> tuple[px.TensorMapSpec, px.TensorMapSpec]
     return a, b
 
 
+# ---------------------------------------------------------------------------------------------- occupancy
+
+@pytest.mark.parametrize("shared, per_sm", [(0, 2048 // THREADS), (100 * 1024, 2), (120 * 1024, 1)])
+def test_max_active_ctas_counts_what_threads_and_shared_memory_allow(device, word_copy, shared, per_sm):
+    """128-thread CTAs of a small kernel: 16 per SM (2,048 threads); with 100 KiB of dynamic shared memory two
+    (228 KiB per SM, 1 KiB reserved per CTA), with 120 KiB one; times the SMs."""
+    assert word_copy.max_active_ctas(THREADS, shared) == per_sm * device.sm_count
+
+
 # ---------------------------------------------------------------------------------------------- streams
 
 def test_torch_tensors_launch_on_torchs_current_stream(torch, word_copy):

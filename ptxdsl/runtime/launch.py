@@ -574,6 +574,20 @@ def max_active_clusters(function: Function, *, grid, block, cluster, shared_byte
     return int(call(driver.cuOccupancyMaxActiveClusters, function.handle, config))
 
 
+def max_active_ctas(function: Function, *, block, shared_bytes: int = 0) -> int:
+    """How many CTAs of this kernel, block and dynamic shared memory the device runs at once: the CTAs one SM
+    holds (cuOccupancyMaxActiveBlocksPerMultiprocessor: registers, threads, shared memory) times the SMs. What a
+    persistent grid launches, and how far apart in ctaid two CTAs must be for the later one to start after the
+    earlier has ended."""
+    block = _dims(block, "block")
+    _check_block(function, block)
+    _check_shared(function, shared_bytes)
+    function.device.set_current()
+    per_sm = call(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor, function.handle, math.prod(block),
+                  int(shared_bytes))
+    return int(per_sm) * function.device.sm_count
+
+
 def _check_cluster_fits(function: Function, grid, block, cluster, shared_bytes) -> None:
     """A non-portable cluster the device cannot co-schedule is a LaunchError, not a hung or failed launch."""
     if math.prod(cluster) <= PORTABLE_CLUSTER:
