@@ -31,7 +31,9 @@ The GPU summary sorts the two disagreements between ptxdsl and the GPU:
   error"): an accepted loop_bound mutant whose output differs only by whole tiles misplaced or missing (no torn
   tile). A loop that starts or stops one iteration off while every load is still waited for and every barrier
   phase still balances moves other tiles: a different kernel, which no protocol check can tell from the intended
-  one (`ring_copy/loop_bound/0-start1` skips tile 0 and copies tile t + 1 into row t).
+  one (`ring_copy/loop_bound/0-start1` skips tile 0 and copies tile t + 1 into row t). So is an accepted
+  coord_param mutant whose box moves by whole 16-byte units (an f32 map's coordinate 4 elements off): a legal
+  box over other elements.
 - correct on the GPU but rejected (`correct_on_gpu_but_rejected`, every one of them), split in two:
   `memory_model_violations_not_observed`, where the PTX memory model does not order what the kernel needs (one
   run on one device shows that the H200 happened not to reorder it, not that it cannot), and `false_positives`,
@@ -400,6 +402,20 @@ def _protocol_loop(s) -> bool:
         for e in ins.op.effects()))
 
 
+def _elem_bytes(s) -> int | None:
+    """Bytes per element of the tensor map a TMA instruction names (None: a map without a declared spec)."""
+    for e in s.op.effects():
+        spec = getattr(getattr(getattr(e, "tmap", None), "param", None), "tmap", None)
+        if spec is not None:
+            return spec.elem_bytes
+    return None
+
+
+def shift_bytes(m) -> int | None:
+    """How far a coord_param mutant moves its box, in bytes (None for other mutants, or an unknown map)."""
+    return m.variant * m.base if m.operator == "coord_param" and isinstance(m.base, int) else None
+
+
 def _tma(s) -> bool:
     return isinstance(s, Instr) and any(isinstance(e, (AsyncWrite, AsyncRead, TmapRead))
                                         and getattr(e, "tmap", None) is not None and e.coords
@@ -467,7 +483,8 @@ class Mutant:
     variant: object
     line: int | None
     what: str
-    base: object = None         # the value the variant replaces (an init count, a byte count)
+    base: object = None         # the value the variant replaces (an init count, a byte count; coord_param: the
+                                # bytes per element of the map, so that variant * base is the box's shift in bytes)
 
     @property
     def extra(self) -> tuple:
@@ -484,8 +501,8 @@ def mutants(families=None) -> list:
             for n, (_, _, s, variants) in enumerate(_sites_of(kernel, operator)):
                 line = s.loc.line if getattr(s, "loc", None) is not None else None
                 name = type(s.op).__name__ if isinstance(s, (Instr, WaitLoop)) else "loop"
-                base = {"init_count": lambda: int(s.op.count.value), "tx": lambda: int(s.op.tx.value)}.get(
-                    operator, lambda: None)()
+                base = {"init_count": lambda: int(s.op.count.value), "tx": lambda: int(s.op.tx.value),
+                        "coord_param": lambda: _elem_bytes(s)}.get(operator, lambda: None)()
                 for v in variants:
                     vid = "" if v is None else "-" + ("".join(map(str, v)) if isinstance(v, tuple) else str(v))
                     out.append(Mutant(f"{fam}/{operator}/{n}{vid}", fam, operator, n, v, line,
@@ -940,7 +957,8 @@ def gpu_campaign(n, jobs, out_dir, seed=0, budget=float("inf"), sanitizer_budget
                      "ptxdsl": verdicts[m.id], "gpu": g["gpu"], "gpu_detail": g.get("detail", ""),
                      "sanitizer": checked.get(m.id),
                      "with_launch_checks": g.get("with_launch_checks"), "seconds": g.get("seconds"),
-                     "memory_model": memory_model_reason(m.operator, verdicts[m.id], m.variant, m.base)})
+                     "memory_model": memory_model_reason(m.operator, verdicts[m.id], m.variant, m.base),
+                     "shift_bytes": shift_bytes(m)})
     summary = summarise_gpu(rows)
     summary["wall_seconds"] = round(time.perf_counter() - t0, 1)
     summary["device"] = _device_name()
@@ -1012,11 +1030,17 @@ def memory_model_reason(operator, verdict, variant=None, base=None) -> str | Non
 
 
 def functional(row) -> bool:
-    """An accepted loop_bound mutant whose output differs by whole tiles only (misplaced or missing, none torn): a
-    loop that moves other tiles with the protocol intact, not a protocol error."""
+    """An accepted mutant that computes something else with the protocol intact, not a protocol error: a loop_bound
+    mutant whose output differs by whole tiles only (misplaced or missing, none torn), or a coord_param mutant
+    whose box moves by a whole number of 16-byte units (f32 moved 4 elements: a legal box over other elements)."""
+    if row["ptxdsl"]["verdict"] != "accepted" or row["gpu"] != "wrong data":
+        return False
     detail = row.get("gpu_detail") or ""
-    return (row["operator"] == "loop_bound" and row["ptxdsl"]["verdict"] == "accepted" and row["gpu"] == "wrong data"
-            and "torn" not in detail and ("misplaced" in detail or "missing" in detail))
+    if row["operator"] == "coord_param":
+        shift = row.get("shift_bytes")
+        return isinstance(shift, int) and shift > 0 and shift % 16 == 0
+    return (row["operator"] == "loop_bound" and "torn" not in detail
+            and ("misplaced" in detail or "missing" in detail))
 
 
 def sanitizer_findings(row) -> list[str]:
@@ -1070,6 +1094,7 @@ def resummarise(path, reclassify=False) -> dict:
             if reclassify:
                 r["ptxdsl"] = classify(m)
             r["memory_model"] = memory_model_reason(m.operator, r["ptxdsl"], m.variant, m.base)
+            r["shift_bytes"] = shift_bytes(m)
         rows.append(r)
     summary = summarise_gpu(rows)
     for key in ("wall_seconds", "device", "date"):

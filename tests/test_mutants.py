@@ -172,7 +172,8 @@ def row(mid, verdict, gpu, detail="", **ptxdsl):
     (m,) = [m for m in EVERY if m.id == mid]
     v = {"verdict": verdict, **ptxdsl}
     return {"id": mid, "family": m.family, "operator": m.operator, "what": m.what, "ptxdsl": v, "gpu": gpu,
-            "gpu_detail": detail, "memory_model": M.memory_model_reason(m.operator, v, m.variant, m.base)}
+            "gpu_detail": detail, "memory_model": M.memory_model_reason(m.operator, v, m.variant, m.base),
+            "shift_bytes": M.shift_bytes(m)}
 
 
 def test_the_summary_sorts_the_disagreements():
@@ -200,6 +201,22 @@ def test_the_summary_sorts_the_disagreements():
     assert s["false_positives"] == ["ring_copy/init_count/5-129", "tma_load_tile/tx/0-8208"]
     assert len(s["correct_on_gpu_but_rejected"]) == 6 and s["false_positive_share_of_sample"] == round(2 / 11, 4)
 
+
+
+def test_an_aligned_coordinate_shift_is_functional_not_a_protocol_bug():
+    """A coord_param mutant moves its box by off elements: 4 f32 elements are 16 bytes (a legal box over other
+    elements, which computes something else); 1 f32 element and 4 bf16 elements are off a 16-byte boundary."""
+    by_id = {m.id: m for m in EVERY}
+    assert M.shift_bytes(by_id["pipe_splitsum/coord_param/0-4"]) == 16
+    assert M.shift_bytes(by_id["pipe_splitsum/coord_param/0-1"]) == 4
+    assert M.shift_bytes(by_id["pipe_axpy/coord_param/1-4"]) == 8
+    assert M.shift_bytes(by_id["ring_copy/drop_fence/0"]) is None
+    detail = "2 of 2 launches differ from the unmutated kernel's output (4 torn)"
+    s = M.summarise_gpu([row("pipe_splitsum/coord_param/0-4", "accepted", "wrong data", detail),
+                         row("pipe_axpy/coord_param/1-4", "accepted", "wrong data", detail),
+                         row("pipe_splitsum/coord_param/0-1", "accepted", "trap")])
+    assert s["functional_not_protocol"] == ["pipe_splitsum/coord_param/0-4"]
+    assert s["broken_on_gpu_but_accepted"] == ["pipe_axpy/coord_param/1-4", "pipe_splitsum/coord_param/0-1"]
 
 def test_what_a_sanitized_run_says():
     ok = '{"id": "a/b/0", "gpu": "correct", "detail": "2 launches bit-exact"}\n'
