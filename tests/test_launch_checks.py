@@ -304,6 +304,32 @@ def test_a_ring_length_against_the_loop_bound_of_the_launch():
     assert e.loc.line == marked_line(ring_of_n, "# PROLOGUE")
 
 
+
+def ring_with_extras(k):
+    """ring_of_n, then a bar.warp.sync whose mask is a parameter and a global store of another one."""
+    ring_of_n(k)
+    mask = k.param("mask", px.u32)
+    out, scale = k.param_ptr("out"), k.param("scale", px.u32)
+    k.bar_warp_sync(mask)
+    k.st(px.u32, out, k.mul(scale, 3))
+
+
+def test_the_run_at_launch_reads_the_parameters_that_decide_its_path_only():
+    """The ring's loop bound and the warp sync's mask decide what the run of the threads does; a value only
+    stored to global memory does not, so a launch that changes only it is not checked again."""
+    k = build(ring_with_extras)
+    plan = launch_plan(k.kernel)
+    assert [plan.params[i].name for i in plan.reads] == ["src", "n", "mask"]
+    spec = px.TensorMapSpec.tiled_for((1024, 64), "bf16", (64, 64))
+    runs = []
+    original = plan._evaluate
+    plan._evaluate = lambda *a: runs.append(a[1]) or original(*a)
+    for scale in range(5):
+        check_launch(k, (spec, 8, 0xFFFFFFFF, 0, scale), grid=1, block=128)
+    assert len(runs) == 1
+    with pytest.raises(px.LaunchError, match="n=2"):
+        check_launch(k, (spec, 2, 0xFFFFFFFF, 0, 0), grid=1, block=128)
+
 # -------------------------------------------------------------------------------------- the .ptxd twins
 
 PARAM_LOAD = """kernel param_load(tensormap src: bf16[256, 512] box [64, 64], u32 x, u32 y, u32 tx)

@@ -250,7 +250,7 @@ def _relevant(kernel, fx) -> set:
                 for e in fx.of(s):
                     if isinstance(e, Compute):
                         defs.setdefault(e.dst, []).extend(e.args)
-                    elif isinstance(e, (Init, Arrive, ExpectTx, CompleteTx)):
+                    elif isinstance(e, (Init, Inval, Arrive, ExpectTx, CompleteTx)):
                         use(e.bar, getattr(e, "count", None), getattr(e, "tx", None))
                     elif isinstance(e, Wait):
                         use(e.bar, e.parity)
@@ -265,7 +265,7 @@ def _relevant(kernel, fx) -> set:
                             defs.setdefault(d, []).append(e.addr.base if isinstance(e.addr, Addr) else e.addr)
                     elif isinstance(e, Barrier):
                         use(e.count)
-                    elif isinstance(e, Elect):
+                    elif isinstance(e, (Elect, WarpSync)):
                         use(e.mask)
 
     scan(kernel.body)
