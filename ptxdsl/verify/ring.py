@@ -175,19 +175,14 @@ def _depends(kernel, run, gave_up: bool) -> tuple:
     return names + (("block",) if run.block is None else ()) if (names or run.block is None) else ()
 
 
-def _param_regs(stmts, out=None) -> dict:
+def _param_regs(body) -> dict:
     """{parameter name: the registers ld.param loads it into}."""
-    out = {} if out is None else out
-    for s in stmts:
-        addr = getattr(s.op, "addr", None) if isinstance(s, Instr) else None
+    out: dict = {}
+    for s in _statements(body):
+        addr = getattr(s.op, "addr", None)
         base = addr.base if isinstance(addr, Addr) else addr
         if isinstance(base, Param):
             out.setdefault(base.name, []).extend(s.op.defs())
-        elif isinstance(s, If):
-            _param_regs(s.then, out)
-            _param_regs(s.orelse or [], out)
-        elif isinstance(s, Loop):
-            _param_regs(s.body, out)
     return out
 
 
