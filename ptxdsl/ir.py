@@ -338,18 +338,23 @@ class Walker:
         return None
 
 
-def walk(stmts):
+def statements(stmts, kinds):
+    """The statements of `kinds` (Instr, LabelStmt, WaitLoop) in a body, in program order, from inside every
+    If and Loop too."""
     for s in stmts:
-        if isinstance(s, Instr):
+        if isinstance(s, kinds):
             yield s
         elif isinstance(s, If):
-            yield from walk(s.then)
-            if s.orelse:
-                yield from walk(s.orelse)
+            yield from statements(s.then, kinds)
+            yield from statements(s.orelse or (), kinds)
         elif isinstance(s, Loop):
-            yield from walk(s.body)
-        elif isinstance(s, WaitLoop):
-            yield Instr(s.op, None, s.loc)
+            yield from statements(s.body, kinds)
+
+
+def walk(stmts):
+    """Every instruction of a body in program order, a WaitLoop as an Instr of its op."""
+    for s in statements(stmts, (Instr, WaitLoop)):
+        yield s if isinstance(s, Instr) else Instr(s.op, None, s.loc)
 
 
 _KIND = {Instr: "instr", LabelStmt: "label", If: "if_", Loop: "loop", WaitLoop: "wait"}

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 
 from . import sreg
-from .ir import Addr, If, Imm, Instr, Label, LabelStmt, Loop, PredNot, Reg
+from .ir import Addr, Imm, Instr, Label, LabelStmt, PredNot, Reg, statements
 from .isa import core
 from .isa.mbarrier import count_value
 from .types import pred, u32, u64
@@ -125,7 +125,7 @@ def loop_sites(k) -> dict:
         first = sum(len(c) for c in op_checks(k).values()) + 1
         reg = functools.partial(_scratch, k)
         placed, got = set(), {}
-        for s in _statements(k.body):
+        for s in statements(k.body, (Instr, LabelStmt)):
             if isinstance(s, LabelStmt):
                 placed.add(s.label.name)
             elif isinstance(s.op, core.Bra) and s.op.target.name in placed:
@@ -147,18 +147,6 @@ def _scratch(k, t) -> Reg:
 def extra_regs(k, cls: str) -> int:
     """How many registers of class `cls` the emitter adds to a debug kernel (`_scratch`)."""
     return k.__dict__.get("debug_extra_regs", {}).get(cls, 0) if k.debug else 0
-
-
-def _statements(stmts):
-    """The labels and instructions of a body in the order they are emitted."""
-    for s in stmts:
-        if isinstance(s, (Instr, LabelStmt)):
-            yield s
-        elif isinstance(s, If):
-            yield from _statements(s.then)
-            yield from _statements(s.orelse or ())
-        elif isinstance(s, Loop):
-            yield from _statements(s.body)
 
 
 def loop_starts(k, label=None) -> list:

@@ -46,7 +46,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
-from ..ir import Addr, If, Instr, LabelStmt, Loop, Param, Reg, WaitLoop
+from ..ir import Addr, If, Instr, LabelStmt, Loop, Param, Reg, WaitLoop, statements
 from ..isa.effects import (Access, Arrive, AsyncRead, AsyncWrite, Barrier, CommitGroup, CompleteTx, Compute, Elect,
                            Exit, ExpectTx, Init, Inval, Jump, Trap, Wait, WaitGroup, WarpSync)
 from .linear import flatten, poll_end
@@ -57,6 +57,7 @@ from .threads import MEMORY_SHIFT, Sym, Threads, Values, describe, split
 STEP_BUDGET = 100_000           # class steps one run may take before it gives up
 LAUNCH_BUDGET = 30_000          # the same, for the run a launch check makes (a first launch waits for it)
 MAX_CLASSES = 64
+_LEAVES = (Instr, WaitLoop)    # the statements whose effects the run reads
 WATCHED = (Init, Inval, Arrive, ExpectTx, CompleteTx, Wait, AsyncWrite, Barrier, Exit, Trap, Jump)
 BULK = (AsyncRead, CommitGroup, WaitGroup)      # a TMA store's read of shared memory and its bulk group
 FULL_MASK = 0xFFFFFFFF
@@ -178,7 +179,7 @@ def _depends(kernel, run, gave_up: bool) -> tuple:
 def _param_regs(body) -> dict:
     """{parameter name: the registers ld.param loads it into}."""
     out: dict = {}
-    for s in _statements(body):
+    for s in statements(body, _LEAVES):
         addr = getattr(s.op, "addr", None)
         base = addr.base if isinstance(addr, Addr) else addr
         if isinstance(base, Param):
@@ -196,21 +197,9 @@ class Effects(dict):
         return got
 
 
-def _statements(stmts):
-    """The Instr and WaitLoop statements of a body, in program order."""
-    for s in stmts:
-        if isinstance(s, (Instr, WaitLoop)):
-            yield s
-        elif isinstance(s, If):
-            yield from _statements(s.then)
-            yield from _statements(s.orelse or [])
-        elif isinstance(s, Loop):
-            yield from _statements(s.body)
-
-
 def _has_waits(kernel, fx) -> bool:
     return bool(kernel.wait_sites) and any(isinstance(e, AsyncWrite) or isinstance(e, Arrive)
-                                           for s in _statements(kernel.body) for e in fx.of(s))
+                                           for s in statements(kernel.body, _LEAVES) for e in fx.of(s))
 
 
 def _relevant(kernel, fx) -> set:
@@ -318,7 +307,7 @@ class _Run(Races):
     def _needed(self, loop) -> bool:
         return any(isinstance(s, WaitLoop) or any(isinstance(e, WATCHED + BULK) or isinstance(e, Access)
                                                   and e.space in SHARED for e in self.fx.of(s))
-                   for s in _statements(loop.body))
+                   for s in statements(loop.body, _LEAVES))
 
     # ------------------------------------------------------------------------------ scheduling
 
