@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 
 from .facts import key_name
-from .state import MAX_GROUPS, Pending, first_overlap, line
+from .state import Pending, commit_group, first_overlap, line, wait_group
 
 
 def _pending(st):
@@ -36,13 +36,11 @@ def overwrite(cx, s, rng, st):
 
 
 def commit(cx, s, e, st, ctx):
-    if st.uncommitted:
-        st.groups = (st.groups + (st.uncommitted,))[-MAX_GROUPS:]
-        st.uncommitted = ()
+    st.groups, st.uncommitted = commit_group(st.groups, st.uncommitted)
 
 
 def wait(cx, s, e, st, ctx):
-    st.groups = st.groups[-e.n:] if e.n else ()
+    _, st.groups = wait_group(st.groups, e.n)
 
 
 def exit(cx, s, e, st, ctx):

@@ -9,7 +9,7 @@ read what was there before the writes the acquire made visible).
 """
 from __future__ import annotations
 
-from .state import MAX_GROUPS, Pending, line
+from .state import Pending, commit_group, line, wait_group
 
 
 def bulk(cx, s, e, st, ctx):
@@ -25,19 +25,15 @@ def bulk(cx, s, e, st, ctx):
 
 
 def commit(cx, s, e, st, ctx):
-    if st.writes_open:
-        st.write_groups = (st.write_groups + (st.writes_open,))[-MAX_GROUPS:]
-        st.writes_open = ()
+    st.write_groups, st.writes_open = commit_group(st.write_groups, st.writes_open)
 
 
 def wait(cx, s, e, st, ctx):
     """cp.async.bulk.wait_group n (not .read): the writes of all but the newest n groups are complete."""
     if e.read:
         return
-    keep = st.write_groups[-e.n:] if e.n else ()
-    done = st.write_groups[:len(st.write_groups) - len(keep)]
+    done, st.write_groups = wait_group(st.write_groups, e.n)
     st.writes_unfenced = st.writes_unfenced + tuple(x for g in done for x in g)
-    st.write_groups = keep
 
 
 def fence(cx, s, e, st, ctx):

@@ -111,6 +111,18 @@ class Ctx:
     mc_log: list | None = None      # (barrier key, bytes) multicast into every CTA under a CTA-uniform branch
 
 
+def commit_group(groups: tuple, open_: tuple) -> tuple:
+    """cp.async.bulk.commit_group: the thread's open bulk ops become its newest group (the MAX_GROUPS newest
+    are kept). Returns (groups, open)."""
+    return ((groups + (open_,))[-MAX_GROUPS:], ()) if open_ else (groups, open_)
+
+
+def wait_group(groups: tuple, n: int) -> tuple:
+    """cp.async.bulk.wait_group{.read} n: all but the newest n groups are done. Returns (done, still pending)."""
+    keep = groups[-n:] if n else ()
+    return groups[:len(groups) - len(keep)], keep
+
+
 def first_overlap(pending, rng) -> "Pending | None":
     """The first outstanding access in `pending` whose range overlaps `rng`."""
     return next((x for x in pending if x.range is not None and x.range.overlaps(rng)), None)
