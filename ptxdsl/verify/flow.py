@@ -304,12 +304,11 @@ class Flow(Walker):
         out.dirty = tuple(dict.fromkeys(a.dirty + b.dirty))
         mine_a = lambda xs: tuple(x for x in xs if _owner(x.region, split) != "else")   # noqa: E731
         mine_b = lambda xs: tuple(x for x in xs if _owner(x.region, split) != "then")   # noqa: E731
-        out.uncommitted = tuple(dict.fromkeys(mine_a(a.uncommitted) + mine_b(b.uncommitted)))
-        groups = [g for g in map(mine_a, a.groups) if g] + [g for g in map(mine_b, b.groups) if g]
-        out.groups = tuple(dict.fromkeys(groups))[-MAX_GROUPS:]
-        out.writes_open = tuple(dict.fromkeys(mine_a(a.writes_open) + mine_b(b.writes_open)))
-        groups = [g for g in map(mine_a, a.write_groups) if g] + [g for g in map(mine_b, b.write_groups) if g]
-        out.write_groups = tuple(dict.fromkeys(groups))[-MAX_GROUPS:]
+        for open_, committed in (("uncommitted", "groups"), ("writes_open", "write_groups")):   # bulk-group queues
+            setattr(out, open_, tuple(dict.fromkeys(mine_a(getattr(a, open_)) + mine_b(getattr(b, open_)))))
+            groups = [g for g in map(mine_a, getattr(a, committed)) if g] + \
+                [g for g in map(mine_b, getattr(b, committed)) if g]
+            setattr(out, committed, tuple(dict.fromkeys(groups))[-MAX_GROUPS:])
         out.writes_unfenced = tuple(dict.fromkeys(a.writes_unfenced + b.writes_unfenced))
         out.acquired_unfenced = tuple(dict.fromkeys(a.acquired_unfenced + b.acquired_unfenced))
         out.unreleased, out.unsynced = tensormaps.join(entry, a, b, both_run)
