@@ -62,11 +62,7 @@ class Races:
             verb = "write" if write else "read"
             if seen == ld.phase - 1 and ld.phase > 0:
                 # they are still on the slot's previous data, and the refill is already on its way
-                self._report("refill-race", f"{describe(ld.issuer)} start(s) a TMA load into {alloc.name}"
-                             f"[{ld.lo}:{ld.hi}] here while {describe(th.tids)} may still {verb} it ({verb} at line "
-                             f"{_line(s)}): nothing orders that {verb} before this load (wait on the slot's empty "
-                             f"barrier, which every reader arrives on after reading, or bar.sync, before the "
-                             f"refill)", ld.stmt, s)
+                self._report_refill(ld.issuer, alloc, ld.lo, ld.hi, th.tids, verb, ld.stmt, s)
             else:
                 self._report("tma-load-race", f"{describe(th.tids)} {verb}(s) {alloc.name}[{lo}:{hi}] here while the "
                              f"TMA load at line {_line(ld.stmt)} into it may still be in flight: they have not "
@@ -125,13 +121,16 @@ class Races:
                 continue
             for a, l, h, clock, stmt, write in reversed(g.reads):
                 if a is alloc and l < hi and lo < h and th.vc.get(g.id, -1) < clock:
-                    verb = "write" if write else "read"
-                    self._report("refill-race", f"{describe(th.tids)} start(s) a TMA load into {alloc.name}"
-                                 f"[{lo}:{hi}] here while {describe(g.tids)} may still {verb} it ({verb} at line "
-                                 f"{_line(stmt)}): nothing orders that {verb} before this load (wait on the slot's "
-                                 f"empty barrier, which every reader arrives on after reading, or bar.sync, before "
-                                 f"the refill)", s, stmt)
+                    self._report_refill(th.tids, alloc, lo, hi, g.tids, "write" if write else "read", s, stmt)
                     return
+
+    def _report_refill(self, issuers, alloc, lo, hi, readers, verb, load, access):
+        """refill-race: `issuers` start the TMA load `load` into alloc[lo:hi] while `readers` may still `verb` it
+        at `access`."""
+        self._report("refill-race", f"{describe(issuers)} start(s) a TMA load into {alloc.name}[{lo}:{hi}] here "
+                     f"while {describe(readers)} may still {verb} it ({verb} at line {_line(access)}): nothing "
+                     f"orders that {verb} before this load (wait on the slot's empty barrier, which every reader "
+                     f"arrives on after reading, or bar.sync, before the refill)", load, access)
 
 
 def _slot(key: Sym) -> str:
