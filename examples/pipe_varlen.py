@@ -4,8 +4,8 @@ shape, with no host round trip, built with ptxdsl.pipeline and tensormap.replace
 The host passes one tensor map (any bf16 matrix read in BOX tiles: the template), a table with each tensor's
 addresses and shape, and a work list made once per list of tensors: each CTA takes a run of up to TILES_PER_CTA
 tiles of one tensor. Thread 0 copies the template into shared memory and rewrites it for its tensor
-(global_address, both global_dims, the row stride); warp 0 publishes the edited map to the CTA's 128-byte slot in global memory
-(tensormap.cp_fenceproxy) and acquires it (fence.proxy.tensormap::generic.acquire). Its elected lane then loads
+(global_address, both global_dims, the row stride); warp 0 publishes the edited map to the CTA's 128-byte slot in
+global memory (tensormap.cp_fenceproxy) and acquires it (fence.proxy.tensormap::generic.acquire). Its elected lane then loads
 the CTA's tiles through the edited map into the ring (TMA fills what lies past the tensor's edges with zeros);
 warps 1-4 scale each 16-byte chunk that lies inside the tensor and store it to out_i with st.global.v4.
 

@@ -365,5 +365,6 @@ def test_a_kernel_that_reads_its_bounds_from_memory_is_checked_with_host_tables(
         k = M.mutate(m)
         with pytest.raises(M.px.LaunchError) as info:
             check_launch(k, (tmpl, desc, work, 0, 0.5) + extra, grid=len(work), block=160)
-        assert info.value.rule in ("expect-tx-mismatch", "ring-parity", "refill-race", "tma-load-race"), (m.id, info.value)
+        rules = ("expect-tx-mismatch", "ring-parity", "refill-race", "tma-load-race")
+        assert info.value.rule in rules, (m.id, info.value)
         check_launch(k, (tmpl, 0x1000, 0x2000, 0, 0.5) + extra, grid=len(work), block=160)   # device pointers

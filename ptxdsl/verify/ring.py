@@ -35,11 +35,11 @@ The shared-memory side of the last three rules (what each class read and wrote, 
 stores still reading) is verify/races.py.
 
 A hand-written loop that only polls global memory (Flags.wait: a flag another CTA publishes) is taken as ending.
-Anything else it cannot follow (a branch or loop bound on a value it does not know, other hand-written branches, a
-multicast, remote barrier or state-token wait, more than MAX_CLASSES classes) ends the run without a finding;
+Anything else it cannot follow (a branch or loop bound on a value it does not know, other hand-written branches,
+a multicast, remote barrier or state-token wait, more than MAX_CLASSES classes) ends the run without a finding;
 at the end of its step budget it ends with what it found on the way (a race it saw stands; a wait that would
-never return is not concluded). `ring_findings(kernel)` runs it when the kernel is verified; `check_launch` runs it again with
-the scalar parameters when the first run stopped on one (ring_depends_on_params).
+never return is not concluded). `ring_findings(kernel)` runs it when the kernel is verified; `check_launch` runs
+it again with the parameters it reads when the first run stopped on one (ring_depends_on_params).
 """
 from __future__ import annotations
 
@@ -118,9 +118,9 @@ def ring_findings(kernel, params=None, block=None, maps=None, effects=None, grid
     (name -> TensorMapSpec) the maps it binds; `memory` (pointer parameter name -> bytes) what its pointers
     point at, where a caller of check_launch gave host copies; `cta` the %ctaid.x of the CTA it follows (CTA 0
     unless the launch checks pick others: with memory, CTAs take different paths); `effects` ({statement: its
-    effects}, as Facts.effects keeps them) spares working them out again. The run the verifier makes (no launch values) also
-    leaves on the kernel what `ring_depends_on_params` would work out, so that a first launch need not run it
-    again."""
+    effects}, as Facts.effects keeps them) spares working them out again. The run the verifier makes (no launch
+    values) also leaves on the kernel what `ring_depends_on_params` would work out, so that a first launch need
+    not run it again."""
     fx = Effects(effects or ())
     plain = (params is None and block is None and maps is None and grid is None and memory is None and not cta
              and budget == STEP_BUDGET)
