@@ -71,3 +71,18 @@ def test_gpu_matches_numpy(name):
     ok, verdict = run_example(name, "py")
     print(verdict)
     assert ok, verdict
+
+
+def test_the_batch_reads_each_tensor_as_rows_of_its_box_and_a_tail():
+    """pipe_varlen's tables: a tensor of n elements is n // 256 rows, in tiles of 32 rows, and a tail of n % 256
+    that the CTA with its last tiles scales (a CTA of no tiles for a tensor shorter than a row); an empty tensor
+    takes no CTA."""
+    import pipe_varlen as pv
+
+    sizes = (36_400, 100, 0, 64 * 256)
+    desc, work = pv.tables([(0x1000 * (i + 1), 0x9000 * (i + 1), n) for i, n in enumerate(sizes)], tiles_per_cta=2)
+    d = desc.view(pv.DESC_DTYPE)
+    assert d["rows"].tolist() == [142, 0, 0, 64] and d["tail"].tolist() == [48, 100, 0, 0]
+    assert d["src"].tolist() == [0x1000, 0x2000, 0x3000, 0x4000] and d["dst"][3] == 0x24000
+    assert work.tolist() == [[0, 0, 2, 0], [0, 2, 2, 0], [0, 4, 1, 1], [1, 0, 0, 1], [3, 0, 2, 0]]
+

@@ -328,20 +328,14 @@ if __name__ == "__main__":
     sys.exit(pytest.main([str(Path(__file__))]))
 
 
-def _varlen_tables(box=(256, 32), per_cta=2):
-    """Host copies of pipe_varlen's tables for 3 tensors (rows, cols): the tensor table and the work list."""
-    import numpy as np
+def _varlen_tables(per_cta=2):
+    """Host copies of pipe_varlen's tables, made by the example's own `tables`, for 4 tensors: 36,400 elements (142
+    rows in 5 tiles, and a tail: CTAs 0-2), 100 (a tail only), 16,384 (2 whole tiles) and 25,344 (99 rows: the
+    last CTA's second tile short)."""
+    import pipe_varlen
 
-    desc, work = [], []
-    for i, (r, c) in enumerate([(40, 300), (70, 520), (33, 256)]):
-        across = -(-c // box[0])
-        tiles = across * -(-r // box[1])
-        desc.append((0x10000 * (i + 1), 0x90000 * (i + 1), r, c, across, 0))
-        work += [(i, t, min(per_cta, tiles - t), 0) for t in range(0, tiles, per_cta)]
-    table = np.zeros(len(desc), np.dtype([("src", "<u8"), ("dst", "<u8"), ("rows", "<u4"), ("cols", "<u4"),
-                                          ("across", "<u4"), ("pad", "<u4")]))
-    table[:] = desc
-    return table.view(np.uint8), np.array(work, np.uint32)
+    sizes = (36_400, 100, 64 * 256, 99 * 256)
+    return pipe_varlen.tables([(0x10000 * (i + 1), 0x90000 * (i + 1), n) for i, n in enumerate(sizes)], per_cta)
 
 
 @pytest.mark.parametrize("maps, name", [("cta", "pipe_varlen"), ("tensor", "pipe_varlen_shared_maps")])
