@@ -13,6 +13,9 @@ unmutated kernel's, bit for bit).
         barrier checkers (beside each family's unmutated kernel, which must be clean under the same tool): a
         hazard, a synccheck error, or a hang or dead context that the slower serialised run exposes shows the
         mutant broken although its plain run came out right (`broken_by_sanitizer`)
+    python tests/mutants.py sanitize ID... [--jobs 4] [--budget 400]
+        the sanitizer pass alone, on the mutants named (as a gpu run's JSON names them): each under racecheck and
+        synccheck beside its family's unmutated kernel; prints each outcome and `broken_by_sanitizer`
     python tests/mutants.py summarise FILE
         the summary of a mutants.json written earlier, with today's classification (the file is not changed)
 
@@ -915,6 +918,25 @@ def sanitizer_pass(ids, jobs, deadline) -> dict:
     return out
 
 
+def sanitize_ids(ids, jobs, budget) -> int:
+    """`sanitize`: the sanitizer pass on the mutants named; 2 (and why, on stderr) for an unknown id or without
+    compute-sanitizer."""
+    from ptxdsl.testing.sanitize import find
+
+    known = {m.id for m in mutants()}
+    unknown = [i for i in ids if i not in known]
+    if unknown:
+        print(f"tests/mutants.py sanitize: no such mutant: {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    if find() is None:
+        print("tests/mutants.py sanitize: compute-sanitizer not found (it comes with the CUDA toolkit)", file=sys.stderr)
+        return 2
+    got = sanitizer_pass(ids, jobs, time.perf_counter() + budget)
+    broken = sorted(i for i, v in got.items() if any(is_finding(x) for x in v.values()))
+    print(json.dumps({"sanitized": got, "broken_by_sanitizer": broken}, indent=1))
+    return 0
+
+
 def sample(all_mutants, n, seed) -> list:
     """A stratified sample: round robin over (family, operator) groups, each shuffled with `seed`."""
     rng = random.Random(seed)
@@ -1128,6 +1150,10 @@ def main(argv=None) -> int:
                    help="seconds for the compute-sanitizer runs of the mutants that ran correctly (0: none)")
     w = sub.add_parser("worker")
     w.add_argument("ids", nargs="+")
+    z = sub.add_parser("sanitize")
+    z.add_argument("ids", nargs="+")
+    z.add_argument("--jobs", type=int, default=4)
+    z.add_argument("--budget", type=float, default=400, help="seconds after which no new run starts")
     r = sub.add_parser("summarise")
     r.add_argument("file")
     r.add_argument("--reclassify", action="store_true", help="today's ptxdsl verdicts in place of the file's")
@@ -1135,6 +1161,8 @@ def main(argv=None) -> int:
     if a.cmd == "worker":
         worker(a.ids)
         return 0
+    if a.cmd == "sanitize":
+        return sanitize_ids(a.ids, a.jobs, a.budget)
     if a.cmd == "summarise":
         print(json.dumps(resummarise(a.file, a.reclassify), indent=1))
         return 0

@@ -324,6 +324,18 @@ def test_the_command_line_prints_the_cpu_summary(capsys, tmp_path):
     assert json.loads(out.read_text())["summary"]["rejected"] == summary["rejected"]
 
 
+def test_the_sanitizer_pass_alone_names_what_it_cannot_run(capsys, monkeypatch):
+    """`tests/mutants.py sanitize ID...`: an id no operator makes is refused by name, and without
+    compute-sanitizer the command says so instead of printing an empty result."""
+    assert M.main(["sanitize", "ring_copy/drop_sync/0", "ring_copy/no_such/7"]) == 2
+    assert "no such mutant: ring_copy/no_such/7" in capsys.readouterr().err
+    import ptxdsl.testing.sanitize as sanitize
+
+    monkeypatch.setattr(sanitize, "find", lambda: None)
+    assert M.main(["sanitize", "ring_copy/drop_sync/0"]) == 2
+    assert "compute-sanitizer not found" in capsys.readouterr().err
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([str(Path(__file__))]))
 
