@@ -273,6 +273,27 @@ PIPE_TILES, PIPE_GRID = 24, (3,)
 SS_SPLITS, SS_M, SS_N, SS_LAG = 16, 64, 256, 1   # pipe_splitsum_ordered: 4 output tiles of 32x128 f32, 2 groups of 8
 SS_TILES = (SS_M // 32) * (SS_N // 128)
 GA_ROWS, GA_COLS, GA_TILES = 64, 512, 24         # pipe_gather: a 64-row table of 1 KiB rows, 24 stages of 16 rows
+VL_SIZES = (180 * 256 + 48, 100, 64 * 256, 99 * 256)   # pipe_varlen: 180 rows and a tail, a tail only, 64, 99 rows
+VL_AT = tuple(sum(-(-n // 256) * 256 for n in VL_SIZES[:i]) for i in range(len(VL_SIZES)))   # each 512-B aligned
+VL_ROWS, VL_PER_CTA = sum(-(-n // 256) for n in VL_SIZES), 3                     # 345 rows of 256 in x and out
+
+
+def _varlen_args(a, tensor_maps=False):
+    """pipe_varlen's launch over the 4 tensors laid end to end in x and out: the template, the tables made by the
+    example's own `tables` (3 tiles per CTA: a CTA of 3 laps its 2-stage ring), the map slots; on the GPU the tables
+    are uploaded, on the CPU their host copies are passed, which check_launch reads (the tile counts and sizes)."""
+    vl = importlib.import_module("pipe_varlen")
+    x, out = _ptr(a["x"]), _ptr(a["out"])
+    desc, work = vl.tables([(x + 2 * at, out + 2 * at, n) for at, n in zip(VL_AT, VL_SIZES)], VL_PER_CTA)
+    if x:
+        from ptxdsl.runtime import DeviceArray
+
+        desc, work = DeviceArray.to_device(desc), DeviceArray.to_device(work)
+    tmpl = px.TensorMapSpec.tiled_for((VL_SIZES[0] // 256, 256), "bf16", (32, 256), address=x)
+    return (tmpl, desc, work, a["slots"], 0.5) + ((a["flags"], 1) if tensor_maps else ())
+
+
+VL_GRID = (len(importlib.import_module("pipe_varlen").tables([(0, 0, n) for n in VL_SIZES], VL_PER_CTA)[1]),)
 FAMILIES = {f.name: f for f in [
     Family("tma_load_tile", _example("tma_load_tile"), (("src", (R, C), "random"), ("out", (R, C), "pattern")),
            lambda a: (_map(a["src"], (TILE, TILE)), a["out"], C * 2), "out", (C // TILE, R // TILE)),
@@ -349,6 +370,16 @@ FAMILIES = {f.name: f for f in [
             ("flags", (SS_TILES * 4,), "zeros8")),
            lambda a: (_map32(a["x"]), _map32(a["y"]), SS_M, SS_SPLITS // 2, 2, SS_N // 128, SS_TILES, SS_LAG,
                       a["flags"], 1), "y", ((SS_TILES + SS_LAG) * 2,), block=160),
+    # The batch: 4 tensors of 46,128, 100, 16,384 and 25,344 elements (rows of 256 and tails) in 6 CTAs of up to 3
+    # tiles (6, 0, 2 and 4 tiles: 3 + 3, 0, 2, 3 + 1), so that a tensor's first CTA and one that waits for its map
+    # each lap the 2-stage ring; with a map per CTA, and with a map per tensor (its first CTA publishes it).
+    Family("pipe_varlen", _example("pipe_varlen"),
+           (("x", (VL_ROWS, 256), "random"), ("out", (VL_ROWS, 256), "pattern"), ("slots", (VL_GRID[0], 128), "zeros8")),
+           _varlen_args, "out", VL_GRID, block=160),
+    Family("pipe_varlen_shared_maps", _pipe("pipe_varlen", maps="tensor", name="pipe_varlen_shared_maps"),
+           (("x", (VL_ROWS, 256), "random"), ("out", (VL_ROWS, 256), "pattern"),
+            ("slots", (len(VL_SIZES), 128), "zeros8"), ("flags", (4 * len(VL_SIZES),), "zeros8")),
+           lambda a: _varlen_args(a, tensor_maps=True), "out", VL_GRID, block=160),
 ]}
 
 

@@ -91,6 +91,9 @@ def test_the_pipeline_kernels_lap_their_rings():
         fam = M.FAMILIES[name]
         if name.startswith("pipe_splitsum"):           # a CTA per (tile, group), each adding 8 splits: 2 laps
             assert M.SS_SPLITS // 2 >= 2 * M.importlib.import_module("pipe_splitsum").STAGES, name
+        elif name.startswith("pipe_varlen"):            # 3 tiles per CTA on 2 stages: tensor 0's first CTA and
+            work = fam.args(M._host_arrays(fam))[2]      # the next, which waits for its map, each lap the ring
+            assert work[0][2] == work[1][2] == M.VL_PER_CTA > M.importlib.import_module("pipe_varlen").STAGES
         elif name == "pipe_gather":                     # 24 stages over 3 CTAs: 8 each, 4 laps of 2 stages
             assert M.GA_TILES in fam.args(M._host_arrays(fam)) and M.GA_TILES >= 8 * fam.grid[0], name
         else:
