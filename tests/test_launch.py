@@ -798,3 +798,25 @@ def test_launch_checks_off(fake, monkeypatch):
     fake.sizes = [128, 8, 4, 4, 4]
     p(SPEC.bind(0x7000_0000), 0x1000, 4, 0, BOX, grid=1, block=THREADS)
     assert len(fake.launches) == 1
+
+
+@pytest.mark.parametrize("code, quiet", [(driver.CUresult.CUDA_ERROR_LAUNCH_FAILED, True),
+                                         (driver.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS, True),
+                                         (driver.CUresult.CUDA_ERROR_DEINITIALIZED, True),
+                                         (driver.CUresult.CUDA_ERROR_INVALID_VALUE, False)])
+def test_freeing_in_a_context_a_fault_took_down_is_quiet(monkeypatch, code, quiet):
+    """A buffer collected after a kernel fault (or at the driver's shutdown): cuMemFree answers with the fault, the
+    allocation went with the context, so there is nothing to report; any other failure still raises."""
+    from ptxdsl.errors import CudaError
+    from ptxdsl.runtime import memory
+    from ptxdsl.runtime.driver import cuda_error
+
+    def failing(fn, *args):
+        raise cuda_error(code, fn.__name__)
+    monkeypatch.setattr(memory, "call", failing)
+    device = namedtuple("Device", "set_current")(lambda: None)
+    if quiet:
+        memory._release(device, 0x1000)
+    else:
+        with pytest.raises(CudaError, match="CUDA_ERROR_INVALID_VALUE"):
+            memory._release(device, 0x1000)

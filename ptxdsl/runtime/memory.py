@@ -13,7 +13,7 @@ import weakref
 import numpy as np
 from cuda.bindings import driver
 
-from ..errors import PtxdslError
+from ..errors import CudaError, PtxdslError
 from ..types import ALL_TYPES, ScalarType, scalar_type, to_numpy
 from . import dlpack
 from .device import Device, current_device
@@ -33,9 +33,22 @@ def _settle() -> None:
     call(driver.cuStreamSynchronize, driver.CUstream(0))
 
 
+# What cuMemFree answers once the context is gone (a kernel fault leaves it unusable, or the driver shut down): the
+# allocation went with it, so there is nothing to free and nothing to report (a finalizer's error would only print).
+GONE = frozenset(int(getattr(driver.CUresult, name)) for name in (
+    "CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_TIMEOUT", "CUDA_ERROR_CONTEXT_IS_DESTROYED", "CUDA_ERROR_ASSERT",
+    "CUDA_ERROR_HARDWARE_STACK_ERROR", "CUDA_ERROR_ILLEGAL_INSTRUCTION", "CUDA_ERROR_MISALIGNED_ADDRESS",
+    "CUDA_ERROR_INVALID_ADDRESS_SPACE", "CUDA_ERROR_INVALID_PC", "CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_DEINITIALIZED"))
+
+
 def _release(device: Device, ptr: int) -> None:
-    device.set_current()
-    call(driver.cuMemFree, ptr)
+    """cuMemFree, quietly a no-op in a context that a fault or the driver's shutdown has already taken down."""
+    try:
+        device.set_current()
+        call(driver.cuMemFree, ptr)
+    except CudaError as e:
+        if e.code not in GONE:
+            raise
 
 
 class DeviceArray:
