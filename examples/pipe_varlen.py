@@ -13,7 +13,7 @@ tensor (global_address, and global_dim 1: its rows); warp 0 publishes the edited
 in global memory (tensormap.cp_fenceproxy) and acquires it (fence.proxy.tensormap::generic.acquire). Its elected
 lane then loads the CTA's tiles through the edited map into the ring (TMA fills rows past the tensor's end with
 zeros); warps 1-4 scale each 16-byte chunk that lies inside the tensor and store it to out_i with st.global.v4.
-The CTA with a tensor's last tiles also scales its tail, one element per thread, from global memory.
+The CTA with a tensor's last tiles also scales its tail from global memory (up to two elements per consumer).
 
 maps="tensor" rewrites one map per tensor instead of one per CTA: the CTA that takes a tensor's first tiles edits
 and publishes the map to the tensor's slot, then sets the tensor's flag (ptxdsl.pipeline.Flags); the tensor's other

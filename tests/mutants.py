@@ -374,7 +374,8 @@ FAMILIES = {f.name: f for f in [
     # tiles (6, 0, 2 and 4 tiles: 3 + 3, 0, 2, 3 + 1), so that a tensor's first CTA and one that waits for its map
     # each lap the 2-stage ring; with a map per CTA, and with a map per tensor (its first CTA publishes it).
     Family("pipe_varlen", _example("pipe_varlen"),
-           (("x", (VL_ROWS, 256), "random"), ("out", (VL_ROWS, 256), "pattern"), ("slots", (VL_GRID[0], 128), "zeros8")),
+           (("x", (VL_ROWS, 256), "random"), ("out", (VL_ROWS, 256), "pattern"),
+            ("slots", (VL_GRID[0], 128), "zeros8")),
            _varlen_args, "out", VL_GRID, block=160),
     Family("pipe_varlen_shared_maps", _pipe("pipe_varlen", maps="tensor", name="pipe_varlen_shared_maps"),
            (("x", (VL_ROWS, 256), "random"), ("out", (VL_ROWS, 256), "pattern"),
@@ -960,7 +961,8 @@ def sanitize_ids(ids, jobs, budget) -> int:
         print(f"tests/mutants.py sanitize: no such mutant: {', '.join(unknown)}", file=sys.stderr)
         return 2
     if find() is None:
-        print("tests/mutants.py sanitize: compute-sanitizer not found (it comes with the CUDA toolkit)", file=sys.stderr)
+        print("tests/mutants.py sanitize: compute-sanitizer not found (it comes with the CUDA toolkit)",
+              file=sys.stderr)
         return 2
     got = sanitizer_pass(ids, jobs, time.perf_counter() + budget)
     broken = sorted(i for i, v in got.items() if any(is_finding(x) for x in v.values()))

@@ -35,10 +35,10 @@ def _settle() -> None:
 
 # What cuMemFree answers once the context is gone (a kernel fault leaves it unusable, or the driver shut down): the
 # allocation went with it, so there is nothing to free and nothing to report (a finalizer's error would only print).
-GONE = frozenset(int(getattr(driver.CUresult, name)) for name in (
-    "CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_TIMEOUT", "CUDA_ERROR_CONTEXT_IS_DESTROYED", "CUDA_ERROR_ASSERT",
-    "CUDA_ERROR_HARDWARE_STACK_ERROR", "CUDA_ERROR_ILLEGAL_INSTRUCTION", "CUDA_ERROR_MISALIGNED_ADDRESS",
-    "CUDA_ERROR_INVALID_ADDRESS_SPACE", "CUDA_ERROR_INVALID_PC", "CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_DEINITIALIZED"))
+GONE = frozenset(int(getattr(driver.CUresult, "CUDA_ERROR_" + name)) for name in (
+    "ILLEGAL_ADDRESS", "LAUNCH_TIMEOUT", "CONTEXT_IS_DESTROYED", "ASSERT", "HARDWARE_STACK_ERROR",
+    "ILLEGAL_INSTRUCTION", "MISALIGNED_ADDRESS", "INVALID_ADDRESS_SPACE", "INVALID_PC", "LAUNCH_FAILED",
+    "DEINITIALIZED"))
 
 
 def _release(device: Device, ptr: int) -> None:
