@@ -289,8 +289,7 @@ def _varlen_args(a, tensor_maps=False):
         from ptxdsl.runtime import DeviceArray
 
         desc, work = DeviceArray.to_device(desc), DeviceArray.to_device(work)
-    tmpl = px.TensorMapSpec.tiled_for((VL_SIZES[0] // 256, 256), "bf16", (32, 256), address=x)
-    return (tmpl, desc, work, a["slots"], 0.5) + ((a["flags"], 1) if tensor_maps else ())
+    return (vl.template().bind(x), desc, work, a["slots"], 0.5) + ((a["flags"], 1) if tensor_maps else ())
 
 
 VL_GRID = (len(importlib.import_module("pipe_varlen").tables([(0, 0, n) for n in VL_SIZES], VL_PER_CTA)[1]),)

@@ -73,25 +73,26 @@ class LaunchPlan:
         args = tuple(args)
         if len(args) != len(self.params):
             return                              # the launcher names the argument count
-        key = (tuple([_host(args[i]) if i in self._pointers else _key(args[i]) for i in self._reads]),
+        host = {i: args[i].tobytes() for i in self._pointers if _is_host(args[i])}     # read once, if at all
+        key = (tuple([_host_key(host.get(i)) if i in self._pointers else _key(args[i]) for i in self._reads]),
                cluster if cluster is None or type(cluster) is int
                else tuple(cluster), block if type(block) is int else tuple(block), _int(shared_bytes),
                None if not self._grid else grid if type(grid) is int else tuple(grid))
         try:
             verdict = self._verdicts[key]
         except KeyError:
-            verdict = self._evaluate(checks, args, block, cluster, shared_bytes, grid)
+            verdict = self._evaluate(checks, args, block, cluster, shared_bytes, grid, host)
             if len(self._verdicts) >= CACHE_SIZE:
                 self._verdicts.clear()
             self._verdicts[key] = verdict
         except TypeError:                       # an argument that cannot be a key: no cache for it
-            verdict = self._evaluate(checks, args, block, cluster, shared_bytes, grid)
+            verdict = self._evaluate(checks, args, block, cluster, shared_bytes, grid, host)
         if verdict is not None:
             rule, message, loc = verdict
             raise LaunchError(message, loc, rule=rule)
 
-    def _evaluate(self, checks, args, block, cluster, shared_bytes=None, grid=None):
-        env = self._env(args, block, cluster, shared_bytes, grid)
+    def _evaluate(self, checks, args, block, cluster, shared_bytes=None, grid=None, host=None):
+        env = self._env(args, block, cluster, shared_bytes, grid, host)
         for c in checks:
             got = c.evaluate(env)
             if got is None:
@@ -102,8 +103,9 @@ class LaunchPlan:
                           f"(see {RULES[rule].doc})"), loc or c.loc or self.kernel.loc
         return None
 
-    def _env(self, args, block, cluster, shared_bytes=None, grid=None) -> Env:
-        scalars, maps, memory = {}, {}, {}
+    def _env(self, args, block, cluster, shared_bytes=None, grid=None, host=None) -> Env:
+        """The checks' view of a launch; `host` {pointer parameter index: bytes} the host copies run() read."""
+        scalars, maps = {}, {}
         for p, a in zip(self.params, args):
             if p.kind == "scalar":
                 v = _int(a)
@@ -111,8 +113,7 @@ class LaunchPlan:
                     scalars[p.name] = v
             elif p.kind == "tensormap":
                 maps[p.name] = a if isinstance(a, TensorMapSpec) else self.declared.get(p.name)
-            elif getattr(a, "__array_interface__", None) is not None:
-                memory[p.name] = a.tobytes()
+        memory = {self.params[i].name: b for i, b in (host or {}).items()}
         size = cluster_size(_dims(cluster)) if cluster is not None else self.cluster
         return Env(scalars, maps, size, _dims(block), _int(shared_bytes), _dims(grid) if self._grid else None,
                    memory or None)
@@ -188,12 +189,15 @@ def _key(a):
     return ("arg", a if isinstance(a, (float, str, type(None))) else _int(a))
 
 
-def _host(a):
-    """What of a pointer argument the checks read: the bytes of a host copy (a numpy array) a caller of
-    check_launch gave, else nothing (device memory: which buffer it is does not change the verdict)."""
-    if getattr(a, "__array_interface__", None) is not None:
-        return ("memory", a.nbytes, hash(a.tobytes()))
-    return None
+def _is_host(a) -> bool:
+    """A pointer argument given as a host copy (a numpy array, anything with __array_interface__), which the checks
+    read; device memory they do not (which buffer it is does not change the verdict)."""
+    return getattr(a, "__array_interface__", None) is not None
+
+
+def _host_key(data):
+    """The cache key of a host copy's bytes (None: device memory)."""
+    return None if data is None else ("memory", len(data), hash(data))
 
 
 def _given(names, env) -> str:

@@ -19,8 +19,8 @@ from ..ir import Imm, Param, PredNot, Reg, SharedAlloc, SpecialReg
 
 WARP = 32
 MEMORY_SHIFT = 44               # the run gives the memory a caller passed addresses (i + 1) << 44: cvta keeps them
-ZERO_SREGS = frozenset({"%ctaid.x", "%ctaid.y", "%ctaid.z", "%cluster_ctarank", "%cluster_ctaid.x",
-                        "%cluster_ctaid.y", "%cluster_ctaid.z", "%clusterid.x", "%clusterid.y", "%clusterid.z"})
+ZERO_SREGS = frozenset({"%ctaid.y", "%ctaid.z", "%cluster_ctarank", "%cluster_ctaid.x", "%cluster_ctaid.y",
+                        "%cluster_ctaid.z", "%clusterid.x", "%clusterid.y", "%clusterid.z"})   # %ctaid.x: Values.cta
 
 
 class Sym:
