@@ -178,15 +178,42 @@ class TmapRead(Effect):
 
 @dataclass(frozen=True)
 class CommitGroup(Effect):
-    """cp.async.bulk.commit_group: the bulk copies issued since the last commit form a group."""
+    """A commit of this thread's async group queue `queue`: 'bulk' (cp.async.bulk.commit_group: the bulk
+    copies issued since the last commit form a group) or 'wgmma' (wgmma.commit_group: the warpgroup's
+    mma_async issued since the last commit)."""
+
+    queue: str = "bulk"
 
 
 @dataclass(frozen=True)
 class WaitGroup(Effect):
-    """cp.async.bulk.wait_group{.read} n: at most `n` groups are pending (read: their sources are free)."""
+    """A wait on the async group queue `queue` ('bulk': cp.async.bulk.wait_group{.read}; 'wgmma':
+    wgmma.wait_group): at most `n` groups are pending (read: their sources are free, bulk only)."""
 
     n: int
     read: bool = False
+    queue: str = "bulk"
+
+
+# ------------------------------------------------------------------------------ tensor cores
+
+
+@dataclass(frozen=True)
+class WgmmaFence(Effect):
+    """wgmma.fence: the warpgroup's register accesses before it (accumulators, A fragments) are ordered before
+    the mma_async after it."""
+
+
+@dataclass(frozen=True)
+class MmaAsync(Effect):
+    """wgmma.mma_async: joins the warpgroup's current wgmma group; until a wait_group retires that group it
+    reads and writes the accumulator registers `acc`, reads the A registers `a_regs` (empty when A comes from
+    shared memory) and reads shared memory through the matrix descriptors `descs` (A's and B's, or B's alone:
+    each a 64-bit register, an immediate, or a descriptor value that knows its buffer and layout)."""
+
+    acc: tuple
+    descs: tuple
+    a_regs: tuple = ()
 
 
 @dataclass(frozen=True)
