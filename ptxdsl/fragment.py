@@ -26,6 +26,7 @@ ACC_DTYPES = ("f32", "f16", "s32")
 N_FLOAT = tuple(range(8, 257, 8))
 N_INTEGER = (8, 16, 24, 32) + tuple(range(48, 257, 16))
 A_BITS = {"bf16": 16, "f16": 16, "tf32": 32, "e4m3": 8, "e5m2": 8, "s8": 8, "u8": 8, "b1": 1}
+PACKS = ("bf16", "f16", "e4m3", "e5m2")          # what an f32 accumulator packs into (pairs)
 A_K = {"bf16": 16, "f16": 16, "tf32": 8, "e4m3": 32, "e5m2": 32, "s8": 32, "u8": 32, "b1": 256}
 
 
@@ -240,12 +241,14 @@ class Accumulator:
         return tuple(hi if (i * e >> 1) & 1 else lo for i in range(len(self.regs)))
 
     def pack(self, k, dtype: str = "bf16") -> tuple:
-        """The accumulator as 16-bit pairs, one .b32 register per two columns, in the order ldmatrix/stmatrix
-        use: register j = (element 2j + 1 high, element 2j low), cvt.rn.{bf16x2,f16x2}.f32 (a .f16 accumulator
-        already is that, for dtype 'f16')."""
+        """The accumulator as pairs of narrower floats, in the order ldmatrix/stmatrix use: pair j = (element 2j + 1
+        high, element 2j low), so pair j holds columns c and c + 1 of one row. bf16/f16: one .b32 register per
+        pair (cvt.rn.{bf16x2,f16x2}.f32; a .f16 accumulator already is that, for 'f16'); e4m3/e5m2: one .b16
+        register per pair (cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32: out-of-range values clamp to the largest
+        finite)."""
         loc = SourceLoc.caller()
-        if dtype not in ("bf16", "f16"):
-            raise LayoutError(f"dtype={dtype!r} breaks 'pack converts to bf16 or f16 pairs'", loc=loc,
+        if dtype not in PACKS:
+            raise LayoutError(f"dtype={dtype!r} breaks 'pack converts to one of {', '.join(PACKS)}'", loc=loc,
                               rule="fragment.pack")
         if self.dtype == "f16":
             if dtype != "f16":
@@ -256,7 +259,8 @@ class Accumulator:
             raise LayoutError(f"dtype={self.dtype!r} accumulator breaks 'pack converts an f32 accumulator'",
                               loc=loc, rule="fragment.pack")
         r = self.regs
-        return tuple(k.cvt(f"{dtype}x2", r[2 * j + 1], r[2 * j]) for j in range(len(r) // 2))
+        fp8 = {"satfinite": True} if dtype in ("e4m3", "e5m2") else {}
+        return tuple(k.cvt(f"{dtype}x2", r[2 * j + 1], r[2 * j], **fp8) for j in range(len(r) // 2))
 
     def store(self, k, buf, row_pitch: int, offset=0, *, dtype: str = "bf16") -> None:
         """Store the accumulator as a row-major 64 x N tile of 16-bit `dtype` at `offset` bytes into the shared
@@ -266,6 +270,9 @@ class Accumulator:
         if isinstance(row_pitch, int) and not isinstance(row_pitch, bool) and row_pitch < 2 * self.n:
             raise LayoutError(f"row_pitch={row_pitch!r} breaks 'a row holds N = {self.n} 16-bit values "
                               f"({2 * self.n} bytes)'", loc=loc, rule="fragment.pitch")
+        if dtype not in ("bf16", "f16"):
+            raise LayoutError(f"dtype={dtype!r} breaks 'stmatrix stores 16-bit values: bf16 or f16'", loc=loc,
+                              rule="fragment.pack")
         if self.n % 16:
             raise LayoutError(f"n={self.n} breaks 'stmatrix.x4 stores 16 columns at a time: N is a multiple of 16'",
                               loc=loc, rule="fragment.n")

@@ -84,6 +84,20 @@ def test_zero_pack_and_store_emit_cvt_pairs_and_stmatrix():
     assemble(k.ptx())
 
 
+def test_pack_to_fp8_pairs():
+    with px.kernel("fp8", reqntid=128, arch="sm_90a") as k:
+        acc = Accumulator(k, 16)
+        acc.zero(k)
+        q = acc.pack(k, "e5m2")
+        out = k.param_ptr("out")
+        for j, r in enumerate(q):
+            k.st(px.u16, px.Addr(out, 2 * j), r)
+    assert len(q) == 4 and {r.type.name for r in q} == {"b16"}
+    cvts = [s for s in _body(k) if s.startswith("cvt")]
+    assert cvts[1] == "cvt.rn.satfinite.e5m2x2.f32 %rs2, %f4, %f3;"
+    assemble(k.ptx())
+
+
 def test_epilogue_helpers_need_no_index_arithmetic():
     with px.kernel("bias", reqntid=128, arch="sm_90a") as k:
         out = k.shared("out", 64 * 64 * 2, align=128)
@@ -145,7 +159,9 @@ FRAGMENT_RULES = [
     (lambda k: Accumulator(k, 64).store(k, k.mbarrier("m"), 128), "fragment.buffer", "buf="),
     (lambda k: Accumulator(k, 24).store(k, k.shared("c", 8192), 128), "fragment.n", "n=24"),
     (lambda k: Accumulator(k, 64, "s32").pack(k), "fragment.pack", "dtype='s32'"),
-    (lambda k: Accumulator(k, 64).pack(k, "e4m3"), "fragment.pack", "dtype='e4m3'"),
+    (lambda k: Accumulator(k, 64).pack(k, "e3m4"), "fragment.pack", "dtype='e3m4'"),
+    (lambda k: Accumulator(k, 64).store(k, k.shared("c", 8192), 128, dtype="e4m3"), "fragment.pack",
+     "dtype='e4m3'"),
     (lambda k: Accumulator(k, 64, "f16").pack(k, "bf16"), "fragment.pack", "dtype='bf16'"),
     (lambda k: AFragment(k, "tf32").load(k, k.shared("a", 8192), 128), "fragment.ldmatrix", "dtype='tf32'"),
     (lambda k: AFragment(k).load(k, k.shared("a", 8192), 64, k_step=2), "fragment.k-step", "k_step=2"),
