@@ -258,6 +258,58 @@ def matrix_to_a_regs(a, dtype: str) -> np.ndarray:
     return np.bitwise_or.reduce(fields << shift, axis=-1).astype(np.uint32)
 
 
+# ------------------------------------------------------------------------------------ ldmatrix / stmatrix
+
+def _check_warp(addresses, regs=None):
+    addresses = np.asarray(addresses, dtype=np.int64)
+    if addresses.shape != (32,):
+        raise _fail("shape", f"addresses.shape={addresses.shape} breaks 'one row address per lane (32)'")
+    if regs is not None and np.asarray(regs).shape != (32, 4):
+        raise _fail("shape", f"regs.shape={np.asarray(regs).shape} breaks '32 lanes x 4 registers'")
+    return addresses
+
+
+def stmatrix_x4(smem, addresses, regs, smem_base: int = 0) -> np.ndarray:
+    """stmatrix.sync.aligned.m8n8.x4.b16 for one warp, in place on the uint8 image: lane 8q + i gives the address
+    of row i of matrix q; lane l's register q (a uint32 word) holds that matrix's row l // 4, columns 2(l % 4)
+    (low half) and 2(l % 4) + 1 (high half)."""
+    smem, addresses = _image(smem), _check_warp(addresses, regs)
+    regs = np.asarray(regs, dtype=np.uint32)
+    for q in range(4):
+        for i in range(8):
+            at = int(addresses[8 * q + i]) - smem_base
+            if at < 0 or at + 16 > smem.size or at % 16:
+                raise _fail("bounds", f"lane {8 * q + i}'s row address {at + smem_base:#x} is outside the image or "
+                                      f"not 16-byte aligned")
+            words = regs[4 * i:4 * i + 4, q]
+            smem[at:at + 16] = np.ascontiguousarray(words.astype("<u4")).view(np.uint8)
+    return smem
+
+
+def ldmatrix_x4(smem, addresses, smem_base: int = 0) -> np.ndarray:
+    """ldmatrix.sync.aligned.m8n8.x4.b16 for one warp: the 32 x 4 uint32 words it loads (the inverse of
+    stmatrix_x4)."""
+    smem, addresses = _image(smem), _check_warp(addresses)
+    out = np.zeros((32, 4), np.uint32)
+    for q in range(4):
+        for i in range(8):
+            at = int(addresses[8 * q + i]) - smem_base
+            if at < 0 or at + 16 > smem.size or at % 16:
+                raise _fail("bounds", f"lane {8 * q + i}'s row address {at + smem_base:#x} is outside the image or "
+                                      f"not 16-byte aligned")
+            out[4 * i:4 * i + 4, q] = smem[at:at + 16].view("<u4")
+    return out
+
+
+def pack_pairs(regs, dtype: str = "bf16") -> np.ndarray:
+    """What Accumulator.pack computes from f32 accumulator registers (128 x N/2): word j = element 2j + 1 in the
+    high half, element 2j in the low half, rounded to nearest even (128 x N/4 uint32)."""
+    vals = np.asarray(regs, dtype=np.float32)
+    half = np.ascontiguousarray(vals.astype({"bf16": ml_dtypes.bfloat16, "f16": np.float16}[dtype]))
+    bits = half.view(np.uint16).astype(np.uint32)
+    return bits[:, 0::2] | bits[:, 1::2] << 16
+
+
 # -------------------------------------------------------------------------------------------- arithmetic
 
 def _as_float64(x, dtype: str) -> np.ndarray:
