@@ -114,7 +114,8 @@ def test_epilogue_helpers_need_no_index_arithmetic():
     fmas = [s for s in body if s.startswith("fma")]
     assert len(fmas) == 32 and all(f.split()[1].rstrip(",") == f.split()[2].rstrip(",") for f in fmas)
     # register i's column value is the (i >> 2)-th pair's (i & 1) half; its row value the (i >> 1 & 1)-th row
-    assert [b.index(v) for v in b[:8]] == [0, 1, 0, 1, 4, 5, 4, 5] and s[0] is s[1] and s[2] is s[3] and s[0] is not s[2]
+    assert [b.index(v) for v in b[:8]] == [0, 1, 0, 1, 4, 5, 4, 5]
+    assert s[0] is s[1] and s[2] is s[3] and s[0] is not s[2]
     assemble(k.ptx())
 
 
