@@ -138,6 +138,7 @@ SECTIONS: list[tuple[str, str, list[tuple[str, str]]]] = [
         ("ptxdsl.descriptor.MatrixDescriptor", "ptxdsl.descriptor.MatrixDescriptor"),
         ("ptxdsl.descriptor.MatrixDescriptor.advance_k", "desc.advance_k()"),
         ("ptxdsl.descriptor.MatrixDescriptor.advance", "desc.advance()"),
+        ("ptxdsl.descriptor.MatrixDescriptor.at_row", "desc.at_row()"),
         ("ptxdsl.fragment.Accumulator", "ptxdsl.fragment.Accumulator"),
         ("ptxdsl.fragment.Accumulator.zero", "acc.zero()"),
         ("ptxdsl.fragment.Accumulator.coords", "acc.coords()"),

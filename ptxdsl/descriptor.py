@@ -428,6 +428,18 @@ class MatrixDescriptor:
         reg = k.add(self.reg, nbytes >> 4) if nbytes else self.reg
         return MatrixDescriptor(k, reg, self.buffer, self.layout, offset)
 
+    def at_row(self, row: int) -> "MatrixDescriptor":
+        """The descriptor of the tile's rows from `row` on (a multiple of 8; of the atom column's width for a
+        swizzled MN-major tile): the A of a second consumer warpgroup (row 64), or a slice of B's N. Its layout
+        stays the whole tile's, so `advance_k` steps as the tile's K steps lie."""
+        lay, loc = self.layout, SourceLoc.caller()
+        unit = 8 if lay.major == "K" or lay.swizzle == "none" else lay.width * 8 // lay.elem_bits
+        if not _is_int(row) or row % unit or not 0 <= row < lay.rows:
+            raise LayoutError(f"row={row!r} breaks 'a row of the {lay.rows}-row tile that starts a group of {unit} "
+                              f"(rows 0..{lay.rows - 1})'", loc=loc, rule="descriptor.row")
+        step = lay.byte_offset(row, 0) if row else 0
+        return self.advance(step) if step else self
+
     def advance_k(self, j) -> "MatrixDescriptor":
         """The descriptor of K step j of the tile (j: 0 .. layout.k_steps - 1, an integer: one add; or a u32
         register where the steps are evenly spaced: one mad.wide)."""
