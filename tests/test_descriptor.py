@@ -84,7 +84,7 @@ RULES = [
     (dict(sbo=FIELD_MAX + 16), "layout.field-range", f"sbo={FIELD_MAX + 16}"),
     (dict(lbo=-16, swizzle="none"), "layout.field-range", "lbo=-16"),
     (dict(sbo=512), "layout.overlap", "sbo=512"),
-    (dict(swizzle="none", lbo=128, sbo=128), "layout.overlap", "lbo=128"),
+    (dict(swizzle="none", lbo=128, sbo=128), "layout.overlap", "(lbo, sbo)=(128, 128)"),
     (dict(base_offset=8), "layout.base-offset", "base_offset=8"),
     (dict(rows=256, k=512), "layout.size", "nbytes=262144"),
 ]
@@ -295,3 +295,11 @@ def test_at_row_keeps_the_tiles_k_steps():
         assert d.at_row(64).offset == mn.lbo
         with pytest.raises(LayoutError, match="group of 64"):
             d.at_row(8)
+
+
+def test_repr_is_the_constructor_call():
+    assert repr(MatrixLayout("bf16", 64, 64)) == "MatrixLayout('bf16', 64, 64, '128B', 'K')"
+    padded = MatrixLayout("f16", 64, 64, "none", "MN", lbo=2048, sbo=256)
+    assert repr(padded) == "MatrixLayout('f16', 64, 64, 'none', 'MN', lbo=2048, sbo=256)"
+    with pytest.raises(LayoutError, match="layout.field-type"):
+        MatrixLayout("bf16", 64, 64, sbo="1024")
