@@ -17,7 +17,7 @@ below use them. An epilogue written with `Accumulator` never spells them: `eleme
 from __future__ import annotations
 
 from .errors import LayoutError, SourceLoc
-from .types import b32, f32, s32, u32
+from .types import b32, f32, s32
 
 WARPGROUP = 128
 ACC_DTYPES = ("f32", "f16", "s32")

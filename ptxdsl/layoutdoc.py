@@ -106,7 +106,8 @@ def worked_example() -> str:
     a, b = MatrixLayout("bf16", 64, 64), MatrixLayout("bf16", 256, 64)
     lines = ["K step   A at 0x400            B at 0x2400"]
     for j in range(a.k_steps):
-        lines.append(f"{j:>6}   {a.descriptor(0x400 + a.k_offset(j)):#018x}    {b.descriptor(0x2400 + b.k_offset(j)):#018x}")
+        da, db = a.descriptor(0x400 + a.k_offset(j)), b.descriptor(0x2400 + b.k_offset(j))
+        lines.append(f"{j:>6}   {da:#018x}    {db:#018x}")
     return "\n".join(lines)
 
 
