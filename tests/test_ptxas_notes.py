@@ -168,8 +168,8 @@ def test_ptxdsl_check_prints_the_notes_and_strict_fails(tmp_path, capsys):
 
 
 def test_notes_read_a_log_without_the_ptx():
-    log = ("ptxas info    : (C7510) Potential Performance Loss: wgmma.mma_async instructions are serialized due to wgmma "
-           "pipeline crossing function boundary at a function call in the function 'f'\n"
+    log = ("ptxas info    : (C7510) Potential Performance Loss: wgmma.mma_async instructions are serialized due to "
+           "wgmma pipeline crossing function boundary at a function call in the function 'f'\n"
            "ptxas info    : 0 bytes gmem\n")
     (note,) = ptxas_notes.notes(log)
     assert (note.code, note.kernel, note.loc, note.line) == ("C7510", "f", None, None)
