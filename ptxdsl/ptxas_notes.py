@@ -12,16 +12,17 @@ mma_async and the wait_group that covers it; a register written since the last w
 `ptxdsl check` prints the notes; a kernel made with `px.kernel(..., strict=True)` (or assembled with
 `assemble(..., strict=True)`) is refused with an AssembleError (rule 'ptxas-serialized') naming the first one.
 
-Codes measured with nvJitLink 13.5 on kernels built with the builder: C7511, C7513, C7514, C7515, C7517; C7519 is
-printed by ptxas 13.0 (and the driver JIT of CUDA 13.0) but not by nvJitLink 13.5 for the same PTX. C7510 (a call
-in the stage) is from other compilers' reports: ptxdsl kernels make no calls.
+Codes measured with nvJitLink 13.5 on kernels built with the builder: C7511, C7513, C7514, C7515, C7517. ptxas
+13.0 (whose driver JIT the H200 runs) prints C7513/C7514/C7515 for the same kernels too, C7517 as "warpgroup.wait is
+injected", and C7519 (which nvJitLink 13.5 does not print) for a write that no wgmma.fence follows, a loop's back
+edge included. C7510 (a call in the stage) is from other compilers' reports: ptxdsl kernels make no calls.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
-_NOTE = re.compile(r"ptxas info\s*:\s*\((?P<code>C75\d\d)\)\s*(?P<text>.*)")
+_NOTE = re.compile(r"\((?P<code>C75\d\d)\)\s*(?P<text>.*)")      # "ptxas info    : (C7514) ..." in either log
 _FUNCTION = re.compile(r"function '(?P<name>[^']+)'")
 _LINE = re.compile(r"(?:in around line|in line|at line) (?P<line>\d+)")
 _ENTRY = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+)?(?:\.entry|\.func)\s+(?:\([^)]*\)\s*)?(?P<name>[A-Za-z_$][\w$]*)")

@@ -175,3 +175,31 @@ def test_notes_read_a_log_without_the_ptx():
     assert (note.code, note.kernel, note.loc, note.line) == ("C7510", "f", None, None)
     assert "keep calls out" in note.message and str(note).startswith("ptxas-C7510: warning:")
     assert ptxas_notes.notes("ptxas info    : (C7504) 'setmaxnreg' ignored\n") == []
+
+
+PTXAS_13_0 = """\
+ptxas info    : (C7519) warpgroup.arrive is injected in around line 67 by compiler to allow use of registers in GMMA in function 'k_read_acc'
+ptxas info    : (C7517) warpgroup.wait is injected in around line 68 by compiler to allow use of registers defined by GMMA in function 'k_read_acc'
+ptxas info    : (C7514) Potential Performance Loss: wgmma.mma_async instructions are serialized due to non wgmma instructions reading accumulator registers of  a wgmma between start and end of the pipeline stage in the function 'k_read_acc'
+"""  # noqa: E501  (ptxas 13.0's words for stage("read_acc"), the compiler of the CUDA 13.0 driver JIT)
+
+
+def test_ptxas_13_0s_wording_gives_the_same_notes():
+    """The driver JIT of CUDA 13.0 words C7517 differently, adds C7519 (the fence is outside the loop) and gives no
+    line for C7514: the notes still name the read."""
+    ptx = px.emit(stage("read_acc"))
+    found = ptxas_notes.notes(PTXAS_13_0, ptx)
+    assert [n.code for n in found] == ["C7519", "C7517", "C7514"]
+    assert [n.loc.line for n in found[1:]] == [marked("C7514")] * 2
+    assert found[0].line == 67 and "mma_async" in found[0].message
+
+
+@pytest.mark.gpu
+def test_the_driver_jit_log_refuses_a_strict_kernel():
+    """Loaded through the driver JIT (its ptxas, CUDA 13.0 on the H200), a strict kernel whose pipeline ptxas
+    serialises is refused as nvJitLink's path refuses it."""
+    with pytest.raises(AssembleError, match=r"ptxas-C75\d\d: kernel 'jit_strict'") as info:
+        px.compile(stage("write_acc", strict=True, name="jit_strict"), loader="ptx")
+    assert info.value.rule == "ptxas-serialized"
+    prog = px.compile(stage("write_acc", name="jit_loose"), loader="ptx")
+    assert prog.loaded_from == "ptx"
