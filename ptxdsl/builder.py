@@ -55,7 +55,7 @@ class KernelBuilder:
     """Builds one Kernel. Use as a context manager; leaving the block verifies the kernel."""
 
     def __init__(self, name: str, *, arch: str | None = None, ptx=None, debug: bool = False, verify: bool | None = None,
-                 loc=None, **directives):
+                 strict: bool = False, loc=None, **directives):
         self._loc_override: SourceLoc | None = None
         self.verify = verify if verify is not None else os.environ.get("PTXDSL_VERIFY", "1") not in ("0", "")
         self._allow: frozenset = frozenset()
@@ -66,7 +66,9 @@ class KernelBuilder:
             limits.identifier("kernel name", name)
         except PtxdslError as e:
             raise e.at(loc) from None
-        self.kernel = Kernel(name=name, arch=arch, ptx=ptx, debug=debug, loc=loc)
+        if not isinstance(strict, bool):
+            raise DSLError(f"kernel {name!r}: strict={strict!r} breaks 'True or False'", loc)
+        self.kernel = Kernel(name=name, arch=arch, ptx=ptx, debug=debug, loc=loc, strict=strict)
         try:
             self.kernel.directives = _check_directives(directives)
         except PtxdslError as e:
@@ -650,7 +652,8 @@ def kernel(name: str, **kw) -> KernelBuilder:
 
     Options: arch / ptx pin .target / .version; verify=False (default: the PTXDSL_VERIFY environment
     variable, else True) leaves the verifier's rules to an explicit `ptxdsl.verify.check(kernel)`; debug=True (or a timeout in seconds) bounds every
-    wait loop; directives
+    wait loop; strict=True makes assembling refuse ptxas's notes on a serialised wgmma pipeline (ptxdsl.ptxas_notes:
+    without it they are warnings that `ptxdsl check` prints); directives
     reqntid, maxntid, minnctapersm, maxnreg, reqnctapercluster, explicitcluster, maxclusterrank.
     """
     return KernelBuilder(name, loc=SourceLoc.caller(), **kw)
