@@ -76,6 +76,15 @@ def launcher(prog, rows, cols, box=BOX, tiles_per_cta=TILES_PER_CTA, ctas_per_sm
     return run
 
 
+def launches():
+    """The launches run() makes, for the launch checks (`ptxdsl check` runs them; no GPU needed): one tile per
+    CTA, and a persistent grid of 3 CTAs that laps the ring."""
+    rows, cols = 1024, 2048
+    across, ntiles = tile_grid(rows, cols, BOX)
+    args = {"src": spec(rows, cols), "dst": spec(rows, cols), "ntiles": ntiles, "tiles_per_row": across}
+    return [px.Launch(KERNEL, args, grid=-(-ntiles // TILES_PER_CTA)), px.Launch(KERNEL, args, grid=3)]
+
+
 def run(device=None, kernel=None):
     """Copy a random 1024x2048 matrix, one tile per CTA and then on a persistent grid of 3 CTAs (each laps the
     ring many times); both copies must be bit-exact."""

@@ -153,6 +153,24 @@ def launcher(prog, splits, m, n, groups, name="pipe_splitsum", lag=None):
     return run_ordered
 
 
+def launches():
+    """The launches run() makes, for the launch checks (`ptxdsl check` runs them; no GPU needed): x of shape
+    (8, 256, 512) in 4 groups added, in one group stored, and in 4 ordered groups 5 tiles apart."""
+    s, m, n = 8, 256, 512
+    across, ntiles = tile_grid(m, n, BOX)
+    out = []
+    for groups, k in ((4, KERNEL), (1, build(combine="store")), (4, ORDERED)):
+        args = {"x": spec(s * m, n), "y": spec(m, n), "m": m, "splits_per_group": s // groups, "groups": groups,
+                "tiles_per_row": across}
+        grid = ntiles * groups
+        if k is ORDERED:
+            lag = 5
+            args.update(ntiles=ntiles, lag=lag, epoch=1)
+            grid = (ntiles + (groups - 1) * lag) * groups
+        out.append(px.Launch(k, args, grid=grid, block=THREADS))
+    return out
+
+
 def run(device=None, kernel=None):
     """y = sum(x, 0) for x of shape (8, 256, 512): in 4 groups added into a zeroed y (within f32 rounding of
     numpy's f64 sum), in one group stored (bit for bit numpy's float32 sum in split order), and in 4 ordered groups

@@ -36,6 +36,7 @@ def assemble(ptx, arch: str = "sm_90a", **kw):
 # `import ptxdsl` stays what building and printing a kernel needs.
 _LAZY = {"Assembled": "assembler", "Resources": "assembler", "Program": "program"}
 _LAZY["torch_op"] = "runtime.torch_op"         # a kernel as a torch operator: torch is imported on call
+_LAZY["Launch"] = "verify.launch"               # a launch a file is meant for (its launches(), `ptxdsl check`)
 
 
 def __getattr__(name):
@@ -51,8 +52,8 @@ def __dir__():
 
 
 __all__ = [
-    "AssembleError", "Assembled", "Addr", "CudaError", "DSLError", "Kernel", "KernelBuilder", "KernelTrap", "LaunchError",
-    "Module", "PTX", "ParseError", "PtxdslError", "SourceLoc", "Target", "TargetError", "TensorMapError",
+    "AssembleError", "Assembled", "Addr", "CudaError", "DSLError", "Kernel", "KernelBuilder", "KernelTrap", "Launch",
+    "LaunchError", "Module", "PTX", "ParseError", "PtxdslError", "SourceLoc", "Target", "TargetError", "TensorMapError",
     "TensorMapRef", "TensorMapSpec", "VerifyError", "assemble", "compile", "emit", "kernel", "module", "sreg",
     "b8", "b16", "b32", "b64", "bf16", "f16", "f32", "f64", "pred", "s8", "s16", "s32", "s64",
     "u8", "u16", "u32", "u64",

@@ -109,25 +109,46 @@ RING_BYTES = textwrap.dedent("""
 
 
 def test_check_runs_the_launch_checks_with_the_given_launch(tmp_path, capsys):
-    """A persistent ring whose mistake only a launch shows: `check --launch` finds it without a GPU, and
-    passes the correct example with the same launch."""
+    """A persistent ring whose mistake only a launch shows: plain `check` says the run of the threads did not run
+    and what it needs, `check --launch` finds the mistake without a GPU, and passes the correct example with the
+    same launch."""
     bad = tmp_path / "ring.py"
     bad.write_text(RING_BYTES.format(tests=str(ROOT / "tests")))
-    assert main(["check", str(bad)]) == 0                  # the build alone cannot tell
-    capsys.readouterr()
+    assert main(["check", str(bad)]) == 0                  # the build alone cannot tell...
+    out = capsys.readouterr().out
+    assert "copy: 4 of 5 launch check(s) hold, 1 not run without a launch's values" in out     # ...and says so
+    assert ("not run: the run of the CTA's threads (wait-never-armed, arrival-count, ring-parity, refill-race, "
+            "tma-load-race at launch) needs ntiles (--launch ntiles=VALUE), the grid (--grid X[,Y,Z])") in out
+    assert "`ptxdsl docs declared-launches`" in out
     assert main(["check", str(bad), "--launch", "ntiles=20,tiles_per_row=16", "--grid", "2"]) == 1
-    err = capsys.readouterr().err
-    assert "expect-tx-mismatch: kernel 'copy' launched with ntiles=20, grid=(2, 1, 1)" in err
+    out = capsys.readouterr().out
+    assert ("copy: --launch ntiles=20, tiles_per_row=16, grid=(2, 1, 1): 1 broken, 4 of 5 launch check(s) hold"
+            in out)
+    assert ("expect-tx-mismatch: kernel 'copy' launched with --launch ntiles=20, tiles_per_row=16, grid=(2, 1, 1): "
+            in out)
+    assert "(see `ptxdsl docs expect-tx-mismatch` or docs/verifier.md#expect-tx-mismatch)" in out
     assert main(["check", str(EX / "pipe_copy.py"), "--launch", "ntiles=200,tiles_per_row=16", "--grid", "8"]) == 0
-    assert ("pipe_copy: launch checks hold for ntiles=200, tiles_per_row=16, grid=(8, 1, 1), block=(64, 1, 1)"
+    assert ("pipe_copy: --launch ntiles=200, tiles_per_row=16, grid=(8, 1, 1): 5 of 5 launch check(s) hold"
             in capsys.readouterr().out)
 
 
+def test_check_launch_without_every_value_runs_what_it_can(capsys):
+    assert main(["check", str(EX / "pipe_copy.py"), "--launch", "tiles_per_row=16"]) == 0
+    out = capsys.readouterr().out
+    assert "pipe_copy: --launch tiles_per_row=16, grid=(1, 1, 1): 4 of 5 launch check(s) hold, 1 not run" in out
+    assert "needs ntiles (--launch ntiles=VALUE)" in out
+
+
 @pytest.mark.parametrize("argv, message", [
-    (["--launch", "ntiles=20"], "--launch gives no value for its parameter 'tiles_per_row'"),
-    (["--launch", "ntiles=x,tiles_per_row=1"], "--launch 'ntiles=x': expected name=integer"),
+    (["--launch", "ntiles=x,tiles_per_row=1"], "--launch ntiles=x: not an integer, a float, a .npy file or a Python "
+     "expression that evaluates (NameError: name 'x' is not defined)"),
+    (["--launch", "ntiles"], "--launch 'ntiles': expected NAME=VALUE"),
+    (["--launch", "ntiles=2.5,tiles_per_row=1"], "--launch ntiles=2.5: ntiles is a u32 parameter: give an integer"),
     (["--launch", "ntiles=2,tiles_per_row=1", "--grid", "0"], "--grid '0': expected up to three positive integers"),
     (["--launch", "ntiles=2,tiles_per_row=1", "--block", "1,2,3,4"], "--block '1,2,3,4': expected up to three"),
+    (["--launch", "ntiles=2,tiles_per_row=1", "--block", "32,32,2"], "block=(32, 32, 2) (2048 threads) breaks 'a block "
+     "of kernel 'pipe_copy' has at most 1024 threads'"),
+    (["--launch", "work=missing.npy"], "--launch work=missing.npy: cannot read it as a .npy table"),
 ])
 def test_check_launch_arguments_are_checked(argv, message, capsys):
     assert main(["check", str(EX / "pipe_copy.py"), *argv]) == 1

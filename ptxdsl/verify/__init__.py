@@ -39,13 +39,13 @@ from ..target import resolve_target
 from . import kernel as kernel_rules
 from .facts import facts_of, key_name
 from .flow import Flow
-from .launch import check_launch, launch_plan
+from .launch import Launch, Outcome, check_launch, explain_launch, launch_plan
 from .ring import ring_findings
 from .rules import RULES, Diagnostic, Rule, diag, order
 from .state import stmts_loc
 
-__all__ = ["RULES", "Diagnostic", "Rule", "barrier_names", "check", "check_launch", "device_checks",
-           "format_diagnostics", "launch_plan", "verify_kernel"]
+__all__ = ["RULES", "Diagnostic", "Launch", "Outcome", "Rule", "barrier_names", "check", "check_launch",
+           "device_checks", "explain_launch", "format_diagnostics", "launch_plan", "verify_kernel"]
 
 
 def check(kernel: Kernel) -> list[Diagnostic]:
