@@ -92,6 +92,9 @@ SECTIONS: list[tuple[str, str, list[tuple[str, str]]]] = [
         ("ptxdsl.program.Launcher.shared_bytes_for", "prog[name].shared_bytes_for()"),
         ("ptxdsl.program.Launcher.max_active_ctas", "prog[name].max_active_ctas()"),
         ("ptxdsl.verify.launch.check_launch", "ptxdsl.verify.check_launch()"),
+        ("ptxdsl.verify.launch.Launch", "ptxdsl.Launch"),
+        ("ptxdsl.verify.launch.explain_launch", "ptxdsl.verify.explain_launch()"),
+        ("ptxdsl.verify.launch.Outcome", "ptxdsl.verify.Outcome"),
     ]),
     ("Pipelines", "`ptxdsl.pipeline`: rings of shared-memory stages with full and empty mbarriers, flags between "
      "CTAs, written with the "

@@ -528,7 +528,9 @@ def version() -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="ptxdsl", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="ptxdsl", description="Print, verify and assemble, run or disassemble the "
+                                 "kernels a .py or .ptxd file defines; print the installed documentation.",
+                                 epilog="`ptxdsl COMMAND --help` describes a command; `ptxdsl docs` lists the pages.")
     ap.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = ap.add_subparsers(dest="cmd", required=True)
     for name, fn, helptext in (("emit", cmd_emit, "print the PTX of the kernels a file defines"),

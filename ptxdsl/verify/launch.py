@@ -183,7 +183,7 @@ def _launch_shape(plan, args, grid, block, cluster, shared_bytes):
 
 @dataclass(frozen=True)
 class Outcome:
-    """What one launch check said of one launch (LaunchPlan.explain): `verdict` is "holds", "broken", "not run"
+    """What one launch check said of one launch (explain_launch, Launch.explain): `verdict` is "holds", "broken", "not run"
     (`needs` names the values it lacks: parameters, "grid", "block"), "cut short" (the run of the threads stopped
     at its step budget before the end: no hang concluded) or "not followed" (the run met a value it cannot know,
     such as one loaded from memory no host copy was given for)."""
