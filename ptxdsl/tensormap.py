@@ -318,8 +318,11 @@ def _reversed_or_empty(values, name="", loc=None) -> tuple[int, ...]:
 def _int(name: str, v, loc=None) -> int:
     """A field's integer (numpy integers included), as a Python int; TensorMapError for anything else."""
     if isinstance(v, bool) or not isinstance(v, Integral) and not hasattr(v, "__index__"):
-        raise TensorMapError(f"{name}={v!r} breaks 'an integer'", loc=loc, rule="tensormap.type")
-    return operator.index(v)
+        raise TensorMapError(f"{name}={_brief(v)} breaks 'an integer'", loc=loc, rule="tensormap.type")
+    try:
+        return operator.index(v)
+    except TypeError:                           # an object with __index__ that is no integer (a numpy array)
+        raise TensorMapError(f"{name}={_brief(v)} breaks 'an integer'", loc=loc, rule="tensormap.type") from None
 
 
 def _as_int(v):
@@ -331,7 +334,11 @@ def _ints(name: str, values, loc=None) -> tuple[int, ...]:
     """A list field as a tuple of Python ints; TensorMapError for a non-sequence or a non-integer entry."""
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__") and not hasattr(values, "__len__"):
         raise TensorMapError(f"{name}={values!r} breaks 'a sequence of integers'", loc=loc, rule="tensormap.type")
-    items = tuple(values)
+    try:
+        items = tuple(values)
+    except TypeError:                           # iterable in name only (a 0-d numpy array)
+        raise TensorMapError(f"{name}={_brief(values)} breaks 'a sequence of integers'", loc=loc,
+                             rule="tensormap.type") from None
     return tuple(_int(f"{name}[{i}]", v, loc) for i, v in enumerate(items))
 
 
@@ -457,8 +464,12 @@ class TensorMapSpec:
         return row
 
     def bind(self, address: int) -> "TensorMapSpec":
-        """The same map over another global address."""
-        return replace(self, global_address=int(address))
+        """The same map over another global address (an integer: a device pointer's value)."""
+        address = _int("address", address, SourceLoc.caller())
+        if not 0 <= address < 1 << 64:
+            raise TensorMapError(f"address={address:#x} breaks 'a 64-bit device address'", loc=SourceLoc.caller(),
+                                 rule="tensormap.address")
+        return replace(self, global_address=address)
 
     def validate(self) -> "TensorMapSpec":
         """Check the cuTensorMapEncode* rules in a fixed order; the first broken one raises TensorMapError."""
@@ -472,9 +483,13 @@ class TensorMapSpec:
         # numpy integers become Python ints; anything else stays for validate() to name with its field's rule
         for name in ("dims", "strides", "box", "element_strides", "lower_corner", "upper_corner"):
             values = getattr(self, name)
-            if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+            try:
+                if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+                    raise TypeError
+                values = tuple(values)
+            except TypeError:                   # not a sequence, or iterable in name only (a 0-d numpy array)
                 raise TensorMapError(f"{name}={_brief(values)} breaks 'a sequence of integers'", loc=self.loc,
-                                     rule="tensormap.type")
+                                     rule="tensormap.type") from None
             object.__setattr__(self, name, tuple(_as_int(v) for v in values))
         for name in ("global_address", "channels_per_pixel", "pixels_per_column"):
             object.__setattr__(self, name, _as_int(getattr(self, name)))

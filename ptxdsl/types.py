@@ -69,6 +69,9 @@ def scalar_type(t) -> ScalarType:
         return t
     from .errors import DSLError
 
+    if t is None:                               # numpy reads None as float64: a type must be named
+        raise DSLError("type=None is not a PTX scalar type; expected a name such as 'u32', a ptxdsl type such as "
+                       "px.u32 or a numpy dtype", rule="type.scalar")
     if isinstance(t, str):
         name = t.lstrip(".")
         if name in ALL_TYPES:
