@@ -66,3 +66,88 @@ def test_reg_of_none_is_not_an_f64_register():
     with px.kernel("r", verify=False) as k:
         raises(px.DSLError, "type.scalar", "type=None is not a PTX scalar type", lambda: k.reg(None))
         assert k.reg("f64").type is px.f64
+
+
+# ------------------------------------------------- what ptxdsl accepts assembles; what ptxas takes is accepted
+
+def edge_forms(arch=None, ptx=None):
+    """One kernel with the forms ptxas was found to take that ptxdsl refused: generic mapa.u32 and
+    getctarank.u32, cp.reduce.async.bulk .add.noftz.f32."""
+    pinned = {"arch": arch, "ptx": ptx} if arch else {}
+    with px.kernel("edges", reqntid=32, **pinned) as k:
+        out = k.param_ptr("out")
+        buf = k.shared("buf", 256, align=16)
+        r = k.mov(0, px.u32)
+        k.st(px.u32, out, k.mapa(r, 1, space=None))
+        k.st(px.u32, out, k.getctarank(r, space=None))
+        k.cp_reduce_async_bulk("add", out, buf, 256, type="f32", noftz=True, dst_space="global")
+        k.cp_async_bulk_commit_group()
+        k.cp_async_bulk_wait_group(0)
+    return k
+
+
+@pytest.mark.parametrize("arch, ptx", [(None, None), ("sm_90a", "9.4"), ("sm_100a", "9.5")])
+def test_forms_ptxas_takes_are_accepted_and_assemble(arch, ptx):
+    p = px.emit(edge_forms(arch, ptx))
+    for line in ("mapa.u32 %r2, %r1, 1;", "getctarank.u32 %r3, %r1;",
+                 "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.noftz.f32 [%rd2], [buf], 256;"):
+        assert line in p.text, line
+    assert p.target.version in ("9.4", "9.5")         # .noftz with .f32 needs PTX ISA 9.4 (ptxas says so)
+    assert px.assemble(p.text, arch or "sm_90a").cubin
+
+
+def test_noftz_f32_below_its_ptx_version_is_a_target_error():
+    with pytest.raises(px.TargetError, match="below the 9.4 that cp.reduce.async.bulk.*add.noftz.f32 needs"):
+        edge_forms("sm_90a", "9.0")
+
+
+def redux_f32(arch):
+    with px.kernel("redux", reqntid=32, arch=arch) as k:
+        out = k.param_ptr("out")
+        k.st(px.f32, out, k.redux_sync("min", k.mov(1.0, px.f32, out=k.reg(px.f32))))
+    return k
+
+
+def test_redux_f32_is_refused_where_ptxas_refuses_it_and_assembles_where_declared():
+    with pytest.raises(px.TargetError, match="redux.sync.min.f32"):
+        redux_f32("sm_110a")
+    for arch in ("sm_100a", "sm_103a"):
+        assert px.assemble(px.emit(redux_f32(arch)).text, arch).cubin
+
+
+def test_pending_count_of_a_constant_is_refused_before_ptxas_fails_inside_itself():
+    with pytest.raises(px.VerifyError) as e:
+        with px.kernel("pc", reqntid=32) as k:
+            out = k.param_ptr("out")
+            count = k.mbarrier_pending_count(k.mov(5, px.u64))
+            with k.if_(k.setp("eq", count, 0)):
+                k.st(px.u32, out, count)
+    assert e.value.rule == "mbarrier-state-token" and "holds the constant 5" in str(e.value)
+    with px.kernel("pc", reqntid=32) as k:             # a token an arrive returned, or one loaded, assembles
+        out = k.param_ptr("out")
+        bar = k.mbarrier("bar")
+        with k.if_(k.setp("eq", k.tid_x(), 0)):
+            k.mbarrier_init(bar, 32)
+            k.fence_mbarrier_init()
+        k.bar_sync(0)
+        state = k.mbarrier_arrive(bar, state=True)
+        k.st(px.u32, out, k.mbarrier_pending_count(state))
+        k.st(px.u32, out, k.mbarrier_pending_count(k.ld(px.u64, out)))
+        k.mbarrier_wait(bar, state=state)
+    assert px.assemble(px.emit(k).text, "sm_90a").cubin
+
+
+def test_a_tma_copy_through_a_map_in_a_register_round_trips_through_ptxd():
+    from ptxdsl import lang
+
+    k = px.kernel("tm", reqntid=32, verify=False)
+    maps = k.param_ptr("maps")
+    tile, bar = k.shared("tile", 8192, align=128), k.mbarrier("bar")
+    ref = px.TensorMapRef(k.cvta(maps, "global"))
+    k.cp_async_bulk_tensor(tile, ref, (0, 0), mbar=bar)
+    k.cp_async_bulk_tensor(ref, tile, (0, 0))
+    k = k.finish()
+    text = lang.to_ptxd(k)
+    assert "cp.async.bulk.tensor.2d [tile], [rd3, {0, 0}], [bar]" in text
+    (again,) = lang.loads(text, "rt.ptxd", verify=False)
+    assert px.emit(again).text == px.emit(k).text and lang.to_ptxd(again) == text

@@ -414,7 +414,7 @@ class Address(Kind):
             if have is not None and have != width:
                 raise DSLError(f"{what}={describe(base)} is a {have}-bit address; this instruction (.u{width}) takes "
                                f"a {width}-bit one")
-        a = memory(what, v, space)
+        a = memory(what, v, space, narrow_generic=width == 32)
         if self.align and isinstance(a.base, SharedAlloc) and (a.base.align < self.align or a.offset % self.align):
             raise DSLError(f"{what}: {describe(a.base)} at offset {a.offset} (align {a.base.align}) is not "
                            f"{self.align}-byte aligned")
@@ -431,8 +431,9 @@ class Address(Kind):
         return f"[{name}]" if self.bracket else name
 
 
-def memory(what: str, v, space: str) -> Addr:
-    """A memory operand in `space` ('global', 'shared::cta', 'shared::cluster', 'param', generic '')."""
+def memory(what: str, v, space: str, narrow_generic: bool = False) -> Addr:
+    """A memory operand in `space` ('global', 'shared::cta', 'shared::cluster', 'param', generic ''); a 32-bit
+    generic one only where the instruction names its address width (`narrow_generic`: mapa.u32, getctarank.u32)."""
     if isinstance(v, Addr):
         base = v.base
     else:
@@ -452,7 +453,7 @@ def memory(what: str, v, space: str) -> Addr:
         if base.type is pred or base.type.reg_bits not in (32, 64) or base.type.kind == "f":
             raise DSLError(f"{what}={describe(base)}: an address is a 32- or 64-bit integer register (.u32, .u64), "
                            f"not .{base.type.name}")
-        if space in ("global", "") and base.type.reg_bits != 64:
+        if space in ("global", "") and base.type.reg_bits != 64 and not (narrow_generic and space == ""):
             raise DSLError(f"{what}={describe(base)}: a {space or 'generic'} address must be 64-bit")
         if base.space is not None and not _space_ok(base.space, space):
             raise DSLError(f"{what}={describe(base)}: expected a {space or 'generic'} address, "
