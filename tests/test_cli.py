@@ -362,6 +362,7 @@ def test_sass_line_info_and_kernel_selection(monkeypatch, capsys):
     assert _error_of(capsys, ["sass", "--kernel", "nope", str(EX / "tma_load_tile.py")], 2)
 
 
+@pytest.mark.nvdisasm
 def test_sass_of_an_example_for_real(capsys):
     """With the `sass` extra installed (CI installs it): nvdisasm's SASS of the cubin, the builder's lines between."""
     pytest.importorskip("ptxdsl.sass", reason="ptxdsl.sass is not in this tree")

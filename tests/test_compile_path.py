@@ -244,6 +244,7 @@ def fake_gpu(monkeypatch, tmp_path):
     return module
 
 
+@pytest.mark.nvdisasm
 def test_program_loads_the_cubin_and_exposes_it(fake_gpu, monkeypatch, tmp_path):
     from tma_store_tile import k
 

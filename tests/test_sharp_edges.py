@@ -151,3 +151,43 @@ def test_a_tma_copy_through_a_map_in_a_register_round_trips_through_ptxd():
     assert "cp.async.bulk.tensor.2d [tile], [rd3, {0, 0}], [bar]" in text
     (again,) = lang.loads(text, "rt.ptxd", verify=False)
     assert px.emit(again).text == px.emit(k).text and lang.to_ptxd(again) == text
+
+
+# ---------------------------------------------------------------- the suite with only the `test` extra installed
+
+HIDE_NVDISASM = '''
+import cuda.pathfinder as _pf
+import ptxdsl.sass as _sass
+
+_pf.find_nvidia_binary_utility = lambda name: None      # as with only the `test` extra: no nvdisasm anywhere
+_sass._from_wheel = lambda: None
+'''
+
+
+@pytest.mark.parametrize("require, outcome", [(None, {"passed": 1, "skipped": 1}), ("1", {"passed": 1, "errors": 1})])
+def test_nvdisasm_tests_skip_with_the_reason_without_the_sass_extra(pytester, monkeypatch, require, outcome):
+    from pathlib import Path
+
+    conftest = (Path(__file__).parent / "conftest.py").read_text()
+    pytester.makeconftest(conftest.replace('pytest_plugins = ["ptxdsl.testing.plugin", "pytester"]', "") +
+                          HIDE_NVDISASM)
+    pytester.makeini("[pytest]\nmarkers =\n    nvdisasm: needs nvdisasm\n")
+    pytester.makepyfile(test_it='''
+import pytest
+from ptxdsl import sass
+
+@pytest.mark.nvdisasm
+def test_needs_it():
+    sass.nvdisasm_path()
+
+def test_does_not():
+    pass
+''')
+    if require:
+        monkeypatch.setenv("PTXDSL_REQUIRE_NVDISASM", require)
+    else:
+        monkeypatch.delenv("PTXDSL_REQUIRE_NVDISASM", raising=False)
+    result = pytester.runpytest_subprocess("-rs")
+    result.assert_outcomes(**outcome)
+    if not require:
+        result.stdout.fnmatch_lines(["*SKIPPED*nvdisasm is not installed*pip install 'ptxdsl?sass?'*"])
