@@ -132,7 +132,7 @@ def cmd_emit(args) -> int:
         except PtxdslError as e:
             _error(e)
             failed += 1
-    return 2 if failed else 0
+    return 1 if failed else 0
 
 
 def _warn(k) -> None:
@@ -494,7 +494,7 @@ def cmd_sass(args) -> int:
         except PtxdslError as e:
             _error(e)
             failed += 1
-    return 2 if failed else 0
+    return 1 if failed else 0
 
 
 def cmd_docs(args) -> int:
@@ -570,9 +570,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     try:
         return args.fn(args)
-    except PtxdslError as e:
+    except PtxdslError as e:                    # every command: 1 for an error in what it was given, 2 for usage
         _error(e)
-        return 2
+        return 1
 
 
 if __name__ == "__main__":

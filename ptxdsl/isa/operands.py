@@ -174,7 +174,7 @@ def fits(what: str, v, t: ScalarType) -> None:
                        f"it with k.cvt({t.name!r}, ...) or reinterpret its bits with k.mov(x, type='b{t.bits}')")
     if t.kind in "us" and have.kind == "f":
         raise DSLError(f"{what}={describe(v)}: expected an integer (.{t.name}), got a float (.{have.name}); convert "
-                       f"it with k.cvt({t.name!r}, ...) or reinterpret its bits with k.mov(x, type='b{t.bits}')")
+                       f"it with k.cvt({t.name!r}, ...)")
 
 
 def _immediate(what, v, t: ScalarType, lo, hi) -> Imm:

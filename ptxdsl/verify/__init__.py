@@ -31,9 +31,7 @@ Rules are data (`rules.RULES`). The checks read only the ops' declared effects (
 """
 from __future__ import annotations
 
-import os
-
-from ..errors import DSLError, SourceLoc, TargetError, VerifyError
+from ..errors import DSLError, SourceLoc, TargetError, VerifyError, shown_path
 from ..ir import Addr, Kernel, Reg, SharedAlloc
 from ..target import resolve_target
 from . import kernel as kernel_rules
@@ -80,12 +78,14 @@ def verify_kernel(k: Kernel) -> None:
 
 
 def format_diagnostics(diags) -> str:
-    """`file:line: rule-name: message` per finding, like a linter (paths relative to the working directory)."""
+    """`file:line: rule-name: message (see ...)` per finding, like a linter (paths relative to the working
+    directory), each ending with the command that prints the rule's section of the docs."""
     lines = []
     for d in diags:
         tag = "warning: " if d.severity == "warning" else ""
         where = f"{_path(d.loc.file)}:{d.loc.line}: " if d.loc is not None else ""
-        lines.append(f"{where}{d.rule}: {tag}{d.message}")
+        see = f" (see {RULES[d.rule].doc})" if d.rule in RULES and "ptxdsl docs" not in d.message else ""
+        lines.append(f"{where}{d.rule}: {tag}{d.message}{see}")
     return "\n".join(lines)
 
 
@@ -119,11 +119,7 @@ def device_checks(k: Kernel) -> dict:
 
 
 def _path(file: str) -> str:
-    try:
-        rel = os.path.relpath(file)
-    except ValueError:
-        return file
-    return file if rel.startswith("..") else rel
+    return shown_path(file)
 
 
 def _findings(k: Kernel) -> list[Diagnostic]:
