@@ -96,13 +96,24 @@ def dtype_name(dtype, loc: SourceLoc | None = None) -> str:
         return ARRAY_DTYPES[name]
     if name in MOVED_AS_BYTES:
         return MOVED_AS_BYTES[name]
-    if isinstance(dtype, str):          # no type of any kind by that name: the error lists the PTX names
-        try:
+    if isinstance(dtype, str) and not _numpy_name(dtype):    # no type of any kind by that name: the error lists
+        try:                                                   # the PTX names
             scalar_type(dtype)
         except PtxdslError as e:
             raise e.at(loc)
     shown = repr(name) if name is not None else _brief(dtype)
     raise TensorMapError(f"dtype={shown} breaks '{_ELEMENT_RULE}'", loc=loc, rule="tensormap.dtype")
+
+
+def _numpy_name(name: str) -> bool:
+    """Whether numpy knows an element type by this name (bool, complex64, ...: a type a tensor map has not)."""
+    import numpy as np
+
+    try:
+        np.dtype(name)
+    except TypeError:
+        return False
+    return True
 
 
 def _element_name(dtype) -> str | None:

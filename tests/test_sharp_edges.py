@@ -191,3 +191,15 @@ def test_does_not():
     result.assert_outcomes(**outcome)
     if not require:
         result.stdout.fnmatch_lines(["*SKIPPED*nvdisasm is not installed*pip install 'ptxdsl?sass?'*"])
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.complex64])
+def test_arrays_of_types_a_tensor_map_has_not_are_tensor_map_errors(dtype):
+    """As docs/runtime.md says: a TensorMapError with rule tensormap.dtype naming the type."""
+    raises(px.TensorMapError, "tensormap.dtype", f"dtype={np.dtype(dtype).name!r} breaks 'a tensor-map element type",
+           lambda: px.TensorMapSpec.from_array(np.zeros((16, 16), dtype), (8, 8)))
+
+
+def test_a_name_that_is_no_type_at_all_is_a_dsl_error_with_its_rule():
+    raises(px.DSLError, "type.scalar", "type='nonsense' is not a PTX scalar type",
+           lambda: px.TensorMapSpec.tiled_for((16, 16), "nonsense", (8, 8)))
