@@ -238,14 +238,14 @@ class Value(Kind):
     def text(self, op, v) -> str:
         return _hex(v, self.hex)
 
+    def __repr__(self) -> str:
+        return f"Value({getattr(self.type, 'name', self.type)})"
+
 
 def _hex(v, digits: int) -> str:
     if digits and isinstance(v, Imm) and isinstance(v.value, int) and v.value >= 0:
         return f"0x{v.value:0{digits}X}"
     return str(v)
-
-    def __repr__(self) -> str:
-        return f"Value({getattr(self.type, 'name', self.type)})"
 
 
 class Const(Kind):
