@@ -92,9 +92,20 @@ SECTIONS: list[tuple[str, str, list[tuple[str, str]]]] = [
         ("ptxdsl.program.Launcher.shared_bytes_for", "prog[name].shared_bytes_for()"),
         ("ptxdsl.program.Launcher.max_active_ctas", "prog[name].max_active_ctas()"),
         ("ptxdsl.verify.launch.check_launch", "ptxdsl.verify.check_launch()"),
-        ("ptxdsl.verify.launch.Launch", "ptxdsl.Launch"),
         ("ptxdsl.verify.launch.explain_launch", "ptxdsl.verify.explain_launch()"),
         ("ptxdsl.verify.launch.Outcome", "ptxdsl.verify.Outcome"),
+    ]),
+    ("Files the command line reads", "`ptxdsl emit|check|run|sass FILE` reads a `.py` file by running it: its "
+     "kernels are the builders, `Kernel`s and `Module`s it defines at module level, in definition order. Beside "
+     "them it may define two functions. `run(device=None, kernel=None)` is its host check: `ptxdsl run` calls it "
+     "on the GPU and it returns `(ok, verdict)`, `ok` a bool (PASS or FAIL) and `verdict` one line saying what "
+     "was compared (for `FILE.ptxd`, the `run` of the `.py` file beside it is called with `kernel=` the .ptxd "
+     "kernel). `launches()` returns the `ptxdsl.Launch` descriptions of the launches the kernels are meant for: "
+     "`ptxdsl check` runs every launch check with each (a `.ptxd` file's come from the `.py` file beside it, "
+     "matched by kernel name); see [verifier.md](verifier.md#declared-launches).", [
+        ("ptxdsl.verify.launch.Launch", "ptxdsl.Launch"),
+        ("ptxdsl.verify.launch.Launch.check", "launch.check()"),
+        ("ptxdsl.verify.launch.Launch.explain", "launch.explain()"),
     ]),
     ("Pipelines", "`ptxdsl.pipeline`: rings of shared-memory stages with full and empty mbarriers, flags between "
      "CTAs, written with the "
