@@ -43,7 +43,7 @@ def build(box=BOX, stages=STAGES, depth=DEPTH, name="pipe_copy"):
                 with persistent(k, ntiles) as tile:
                     ring.producer_acquire(cur)
                     ring.producer_arm(cur, tile_bytes)
-                    xy = tile_coords(k, tile, across, box)
+                    xy = tile_coords(k, tile, across, src)        # the box of the map: (columns, rows)
                     k.cp_async_bulk_tensor(ring.buffer(cur), src, xy, mbar=ring.full(cur))
                     cur.advance()
         with k.else_():
@@ -52,7 +52,7 @@ def build(box=BOX, stages=STAGES, depth=DEPTH, name="pipe_copy"):
                 drain = StoreDrain(ring, depth)
                 with persistent(k, ntiles) as tile:
                     ring.consumer_wait(cur)
-                    xy = tile_coords(k, tile, across, box)
+                    xy = tile_coords(k, tile, across, dst)
                     k.cp_async_bulk_tensor(dst, ring.buffer(cur), xy)
                     k.cp_async_bulk_commit_group()
                     drain.committed()

@@ -59,7 +59,7 @@ def build(combine="add", stages=STAGES, name="pipe_splitsum"):
             tile = k.sub(tile, k.mul(group, lag))
             with k.if_(k.setp("ge", tile, ntiles)):       # before the first tile or past the last: nothing to do
                 k.exit()
-        col0, row0 = tile_coords(k, tile, across, BOX)
+        col0, row0 = tile_coords(k, tile, across, ymap)  # the box of y's map: (columns, rows)
         first = k.mul(group, per_group)                   # this CTA's first split
         with k.if_(k.setp("eq", k.warp_idx(), 0)):
             with k.elect_one():                           # the producer: one tile of each split of the group

@@ -131,10 +131,22 @@ SECTIONS: list[tuple[str, str, list[tuple[str, str]]]] = [
         ("ptxdsl.pipeline.Flags.wait", "flags.wait()"),
         ("ptxdsl.pipeline.persistent", "ptxdsl.pipeline.persistent()"),
         ("ptxdsl.pipeline.tile_coords", "ptxdsl.pipeline.tile_coords()"),
+        ("ptxdsl.pipeline.tile_box", "ptxdsl.pipeline.tile_box()"),
         ("ptxdsl.pipeline.tile_grid", "ptxdsl.pipeline.tile_grid()"),
         ("ptxdsl.pipeline.launch_shape", "ptxdsl.pipeline.launch_shape()"),
     ]),
-    ("Tensor maps on the host", "", [
+    ("Tensor maps on the host", "A 2-D map's sizes are written in three orders, and each call says which it "
+     "takes:\n\n"
+     "| Order | Spelled | Who takes it |\n"
+     "| --- | --- | --- |\n"
+     "| numpy order: outermost first, (rows, columns) | `shape`, `box` of `tiled_for`, `from_array` | "
+     "`TensorMapSpec.tiled_for(shape, dtype, box)`, `TensorMapSpec.from_array(arr, box)`, numpy, torch |\n"
+     "| PTX coordinate order: innermost first, (x, y) = (column, row) | the coordinates of a TMA copy | "
+     "`k.cp_async_bulk_tensor(dst, src, (x, y))`, `ptxdsl.pipeline.tile_coords`' result |\n"
+     "| box order: innermost first, (columns, rows), as the driver keeps it | `spec.dims`, `spec.box`, "
+     "`spec.strides` | `TensorMapSpec(...)` itself, `tile_coords(k, tile, across, box)`, `tile_grid` |\n\n"
+     "`tile_coords` and `tile_grid` take the map itself (its spec's box) so that the order cannot be swapped; a "
+     "(columns, rows) pair given with `tmap=` is checked against the map's box (rule `pipeline.box-order`).", [
         ("ptxdsl.tensormap.TensorMapSpec", "ptxdsl.TensorMapSpec"),
         ("ptxdsl.tensormap.TensorMapSpec.tiled_for", "TensorMapSpec.tiled_for()"),
         ("ptxdsl.tensormap.TensorMapSpec.im2col_for", "TensorMapSpec.im2col_for()"),

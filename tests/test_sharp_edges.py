@@ -203,3 +203,37 @@ def test_arrays_of_types_a_tensor_map_has_not_are_tensor_map_errors(dtype):
 def test_a_name_that_is_no_type_at_all_is_a_dsl_error_with_its_rule():
     raises(px.DSLError, "type.scalar", "type='nonsense' is not a PTX scalar type",
            lambda: px.TensorMapSpec.tiled_for((16, 16), "nonsense", (8, 8)))
+
+
+# ------------------------------------------------------------------ one box convention, checked
+
+def test_tile_coordinates_take_the_map_or_a_checked_pair():
+    """tiled_for takes the box in numpy order (rows, columns), tile coordinates (columns, rows): given the map
+    itself they cannot be swapped, and a swapped pair given with tmap= is an error naming the map's box."""
+    from ptxdsl.pipeline import tile_box, tile_coords, tile_grid
+
+    spec = px.TensorMapSpec.tiled_for((1024, 2048), "bf16", (16, 256))      # 16 rows x 256 columns
+    assert spec.box == (256, 16) and tile_box(spec) == (256, 16)
+    assert tile_grid(1024, 2048, spec) == tile_grid(1024, 2048, (256, 16)) == (8, 512)
+
+    def ptx(box, **kw):
+        with px.kernel("tc", reqntid=32, verify=False) as k:
+            src = k.param_tensormap("src", spec)
+            out = k.param_ptr("out")
+            x, y = tile_coords(k, k.mov(px.sreg.ctaid_x), 8, src if box is None else box, **kw)
+            k.st(px.u32, out, k.add(x, y))
+        return px.emit(k).text
+
+    assert ptx(None) == ptx((256, 16)) == ptx(spec) == ptx((256, 16), tmap=spec)
+    with pytest.raises(px.DSLError) as e:
+        ptx((16, 256), tmap=spec)
+    assert e.value.rule == "pipeline.box-order"
+    assert "box=(16, 256) is in numpy order (rows, columns): the map's box is 256 columns x 16 rows" in str(e.value)
+    with pytest.raises(px.DSLError, match="not the map box"):
+        ptx((64, 16), tmap=spec)
+    with pytest.raises(px.DSLError, match="expected a tensor map .its spec's box. or a .columns, rows. pair"):
+        tile_box("256x16")
+    with px.kernel("nospec", verify=False) as k:
+        bare = k.param_tensormap("bare")
+        with pytest.raises(px.DSLError, match="tensor map 'bare' has no TensorMapSpec"):
+            tile_coords(k, k.mov(0, px.u32), 8, bare)
