@@ -31,7 +31,8 @@ def test_the_grammar_and_the_docs_ship_as_package_data():
     assert SETUPTOOLS["package-dir"] == {"ptxdsl.grammar": "grammar", "ptxdsl.docs": "docs"}
     data = SETUPTOOLS["package-data"]
     assert data["ptxdsl.grammar"] == ["*.lark"] and data["ptxdsl.docs"] == ["*.md"]
-    assert data["ptxdsl"] == ["py.typed"] and (ROOT / "ptxdsl" / "py.typed").is_file()
+    assert data["ptxdsl"] == ["py.typed", "*.pyi"] and (ROOT / "ptxdsl" / "py.typed").is_file()
+    assert (ROOT / "ptxdsl" / "builder.pyi").is_file()        # the builder's type stub (ptxdsl.stubgen)
     assert {"ptxdsl.grammar", "ptxdsl.docs"} <= set(SETUPTOOLS["packages"])
 
 
