@@ -1,5 +1,5 @@
-"""`ptxdsl emit|check|run|sass FILE...`, `ptxdsl docs [TOPIC]`: print, verify/assemble, run or disassemble the
-kernels a file defines; print the installed documentation.
+"""`ptxdsl emit|check|run|sass FILE...`, `ptxdsl docs [TOPIC]`, `ptxdsl cache [info|clear]`: print, verify/assemble,
+run or disassemble the kernels a file defines; print the installed documentation; show or empty the cache.
 
 A .py file defines kernels at module level (builders, Kernel or Module objects); a .ptxd file is
 parsed by ptxdsl.lang. `run` also calls the file's `run(device=None, kernel=None)` host check on the GPU
@@ -515,6 +515,26 @@ def cmd_docs(args) -> int:
     return 0
 
 
+def cmd_cache(args) -> int:
+    """`ptxdsl cache [info]`: where the cache is, its cap and what it holds; `ptxdsl cache clear` empties it."""
+    from . import cache
+
+    if args.action == "clear":
+        before = cache.info()
+        cache.clear()
+        n = sum(c for c, _ in before["kinds"].values())
+        print(f"removed {before['dir']} ({n} file(s), {sum(b for _, b in before['kinds'].values())} bytes)")
+        return 0
+    got = cache.info()
+    state = "on" if got["enabled"] else "off (PTXDSL_CACHE)"
+    print(f"cache: {got['dir']} ({state}; each kind kept under {got['max_bytes'] >> 20} MiB: PTXDSL_CACHE_MAX_MB)")
+    if not got["kinds"]:
+        print("  empty")
+    for kind, (count, size) in got["kinds"].items():
+        print(f"  {kind}: {count} file(s), {size} bytes")
+    return 0
+
+
 def version() -> str:
     """The installed distribution's version (importlib.metadata), else the package's own __version__."""
     from importlib import metadata
@@ -563,6 +583,9 @@ def main(argv=None) -> int:
             p.add_argument("--emit-only", action="store_true",
                            help="emit and assemble only; run nothing (exit 0 without a GPU)")
         p.set_defaults(fn=fn)
+    p = sub.add_parser("cache", help="show the on-disk cache (info) or empty it (clear)")
+    p.add_argument("action", nargs="?", choices=("info", "clear"), default="info")
+    p.set_defaults(fn=cmd_cache)
     p = sub.add_parser("docs", help="print the installed documentation: a page, or a verifier rule's section")
     p.add_argument("topic", nargs="?", help="a page (verifier, api, ...), a rule (expect-tx-mismatch) or page#anchor")
     p.add_argument("--path", action="store_true", help="print the file of the page instead of its text")
