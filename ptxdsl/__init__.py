@@ -26,10 +26,15 @@ def compile(obj, **kw):
 
 
 def assemble(ptx, arch: str = "sm_90a", **kw):
-    """Assemble PTX with nvJitLink (loaded on first use); see ptxdsl.assembler.assemble."""
+    """Assemble PTX with nvJitLink (loaded on first use); see ptxdsl.assembler.assemble. With PTXDSL_DUMP_DIR set,
+    the PTX, the cubin and its SASS are written there."""
     from .assembler import assemble as _assemble
+    from .dump import dump, dump_dir
 
-    return _assemble(ptx, arch, **kw)
+    result = _assemble(ptx, arch, **kw)
+    if dump_dir() is not None:
+        dump(ptx, result.cubin)
+    return result
 
 
 # Names whose modules load the CUDA driver bindings, nvJitLink or numpy: imported on first use, so that

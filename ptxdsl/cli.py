@@ -125,14 +125,27 @@ def cmd_emit(args) -> int:
             for k in kernels:
                 _warn(k)
             sys.stdout.write(ptx.text)
+            cubin = None
             if args.resources:
                 from .assembler import assemble
 
-                print(assemble(ptx.text, _asm_arch(args), origins=ptx.origins).report(), file=sys.stderr)
+                res = assemble(ptx.text, _asm_arch(args), origins=ptx.origins)
+                cubin = res.cubin
+                print(res.report(), file=sys.stderr)
+            _dump(ptx, cubin)
         except PtxdslError as e:
             _error(e)
             failed += 1
     return 1 if failed else 0
+
+
+def _dump(ptx, cubin) -> None:
+    """PTXDSL_DUMP_DIR: the PTX (and the cubin and its SASS, where the command assembled) written there."""
+    from .dump import dump, dump_dir
+
+    if dump_dir() is not None:
+        paths = dump(ptx, cubin)
+        print(f"ptxdsl: dumped {', '.join(str(p) for p in paths)}", file=sys.stderr)
 
 
 def _warn(k) -> None:
@@ -164,6 +177,7 @@ def cmd_check(args) -> int:
                 continue
             ptx = emit(_module_of(kernels, args))
             res = assemble(ptx.text, _asm_arch(args), origins=ptx.origins)
+            _dump(ptx, res.cubin)
             print(f"{path}: {len(kernels)} kernel(s), PTX {ptx.target.version} {ptx.target.arch}; assembled for "
                   f"{_asm_arch(args)}:")
             print(res.report())
@@ -489,6 +503,7 @@ def cmd_sass(args) -> int:
             res = assemble(ptx, _asm_arch(args), options=("-lineinfo",) if args.line_info else ())
             from . import sass                  # imported here: only this command needs nvdisasm
 
+            _dump(ptx, res.cubin)
             text = sass.disassemble(res.cubin, ptx=ptx)
             sys.stdout.write(text if text.endswith("\n") else text + "\n")
         except PtxdslError as e:

@@ -371,3 +371,22 @@ def test_sass_of_an_example_for_real(capsys):
     assert rc == 0, out.err
     assert ".text.tma_load_tile" in out.out and "UTMALDG" in out.out            # the TMA load
     assert "k.cp_async_bulk_tensor(tile, tmap, (x, y), mbar=bar)" in out.out    # tile_common.py's line
+
+
+def test_dump_dir_gets_what_emit_check_and_assemble_make(tmp_path, monkeypatch, capsys):
+    """PTXDSL_DUMP_DIR is not only px.compile's: emit writes the PTX, check the PTX and the cubin it assembled
+    (and its SASS with nvdisasm), px.assemble what it assembled."""
+    monkeypatch.setenv("PTXDSL_DUMP_DIR", str(tmp_path / "d"))
+    assert main(["emit", str(EX / "tma_load_tile.py")]) == 0
+    assert "ptxdsl: dumped " in capsys.readouterr().err
+    assert [p.suffix for p in (tmp_path / "d").iterdir()] == [".ptx"]
+    assert main(["check", str(EX / "tma_store_tile.py")]) == 0
+    suffixes = sorted(p.suffix for p in (tmp_path / "d").iterdir() if p.name.startswith("tma_store_tile-"))
+    assert {".ptx", ".cubin"} <= set(suffixes)
+    from tma_reduce_tile import KERNEL
+
+    text = px.emit(KERNEL).text
+    px.assemble(text, "sm_90a")                             # PTX text: the kernels' names come from its .entry
+    dumped = [p for p in (tmp_path / "d").iterdir() if p.name.startswith("tma_reduce_tile-")]
+    assert {p.suffix for p in dumped} >= {".ptx", ".cubin"}
+    assert next(p for p in dumped if p.suffix == ".ptx").read_text() == text
