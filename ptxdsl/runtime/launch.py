@@ -166,7 +166,7 @@ class Plan:
                 self._configure(grid, block, shared_bytes, cluster)
             if self._checks is not None:
                 self._check(given, grid, block, cluster, shared_bytes)
-            torch_seen = False
+            torch_seen = cupy_seen = False
             deferred = None
             if self._n:
                 for pack, value in zip(self._packers, args):
@@ -174,12 +174,15 @@ class Plan:
                     if r is not None:
                         if r is True:
                             torch_seen = True
-                        elif deferred is None:
-                            deferred = [r]
                         else:
-                            deferred.append(r)
+                            cupy_seen = cupy_seen or getattr(r, "cupy", False)
+                            if deferred is None:
+                                deferred = [r]
+                            else:
+                                deferred.append(r)
             if stream is None:
-                hstream = self._torch_current() if torch_seen else self._default_stream
+                hstream = (self._torch_current() if torch_seen else self._cupy_current() if cupy_seen
+                           else self._default_stream)
             elif stream is self._stream_key:
                 hstream = self._stream
             else:
@@ -250,6 +253,11 @@ class Plan:
             raise LaunchError(f"stream={_show(stream)} breaks '{e}'", rule="launch.stream") from None
         self._stream_key, self._stream = stream, h
         return h
+
+    def _cupy_current(self) -> driver.CUstream:
+        """CuPy's current stream, as torch's is taken for torch tensors (a launch given CuPy arrays and no
+        stream= runs where CuPy's own kernels would)."""
+        return driver.CUstream(streams.cupy_current())
 
     def _torch_current(self) -> driver.CUstream:
         h = streams.torch_current(self._ordinal)
@@ -401,7 +409,10 @@ class Plan:
                              "arg-type")
         if (callable(getattr(value, "data_ptr", None)) or hasattr(value, "__dlpack__")
                 or arrays._cuda_array_interface(value) is not None):
-            return lambda hstream: self._protocol_pointer(i, value, slot, hstream)
+            def finish(hstream):
+                self._protocol_pointer(i, value, slot, hstream)
+            finish.cupy = streams.is_cupy(value)        # the launch then defaults to CuPy's current stream
+            return finish
         raise self.error(i, value, "a pointer argument is a DeviceArray, a torch tensor, a __dlpack__ or "
                          "__cuda_array_interface__ object, or a 64-bit address", "arg-type")
 
