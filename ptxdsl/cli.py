@@ -1,5 +1,6 @@
-"""`ptxdsl emit|check|run|sass FILE...`, `ptxdsl docs [TOPIC]`, `ptxdsl cache [info|clear]`: print, verify/assemble,
-run or disassemble the kernels a file defines; print the installed documentation; show or empty the cache.
+"""`ptxdsl emit|check|run|sass FILE...`, `ptxdsl docs [TOPIC]`, `ptxdsl examples [NAME]`, `ptxdsl cache
+[info|clear]`: print, verify/assemble, run or disassemble the kernels a file defines; print the installed
+documentation; print or copy an example; show or empty the cache.
 
 A .py file defines kernels at module level (builders, Kernel or Module objects); a .ptxd file is
 parsed by ptxdsl.lang. `run` also calls the file's `run(device=None, kernel=None)` host check on the GPU
@@ -530,6 +531,26 @@ def cmd_docs(args) -> int:
     return 0
 
 
+def cmd_examples(args) -> int:
+    """`ptxdsl examples`: the examples' names; `ptxdsl examples NAME`: its text; `--copy DIR`: the file and the
+    example modules it imports, copied into DIR."""
+    from . import exampleset
+
+    if args.name is None:
+        print(f"examples in {exampleset.examples_dir()}:")
+        for name in exampleset.names():
+            print(f"  {name}")
+        print("`ptxdsl examples NAME` prints one, `ptxdsl examples NAME --copy DIR` copies it (with the modules it "
+              "imports) into DIR")
+        return 0
+    if args.copy:
+        for p in exampleset.copy(args.name, args.copy):
+            print(p)
+        return 0
+    sys.stdout.write(exampleset.path(args.name).read_text(encoding="utf-8"))
+    return 0
+
+
 def cmd_cache(args) -> int:
     """`ptxdsl cache [info]`: where the cache is, its cap and what it holds; `ptxdsl cache clear` empties it."""
     from . import cache
@@ -598,6 +619,10 @@ def main(argv=None) -> int:
             p.add_argument("--emit-only", action="store_true",
                            help="emit and assemble only; run nothing (exit 0 without a GPU)")
         p.set_defaults(fn=fn)
+    p = sub.add_parser("examples", help="list the examples that ship with ptxdsl, print one, or copy it")
+    p.add_argument("name", nargs="?", help="an example (pipe_copy, pipe_copy.py, tma_load_tile.ptxd)")
+    p.add_argument("--copy", metavar="DIR", help="copy the example and the example modules it imports into DIR")
+    p.set_defaults(fn=cmd_examples)
     p = sub.add_parser("cache", help="show the on-disk cache (info) or empty it (clear)")
     p.add_argument("action", nargs="?", choices=("info", "clear"), default="info")
     p.set_defaults(fn=cmd_cache)

@@ -390,3 +390,20 @@ def test_dump_dir_gets_what_emit_check_and_assemble_make(tmp_path, monkeypatch, 
     dumped = [p for p in (tmp_path / "d").iterdir() if p.name.startswith("tma_reduce_tile-")]
     assert {p.suffix for p in dumped} >= {".ptx", ".cubin"}
     assert next(p for p in dumped if p.suffix == ".ptx").read_text() == text
+
+
+def test_examples_are_listed_printed_and_copied_with_what_they_import(tmp_path, capsys):
+    assert main(["examples"]) == 0
+    out = capsys.readouterr().out
+    assert "  pipe_copy.py\n" in out and "  tma_load_tile.ptxd\n" in out and "__" not in out
+    assert main(["examples", "pipe_copy"]) == 0
+    assert capsys.readouterr().out == (EX / "pipe_copy.py").read_text()
+    assert main(["examples", "tma_load_tile.ptxd", "--copy", str(tmp_path / "ex")]) == 0
+    copied = sorted(p.name for p in (tmp_path / "ex").iterdir())
+    assert copied == ["tile_common.py", "tma_load_tile.ptxd", "tma_load_tile.py"]     # its .py and what that imports
+    capsys.readouterr()
+    assert main(["check", str(tmp_path / "ex" / "tma_load_tile.ptxd")]) == 0           # the copy checks where it lands
+    assert "launch check(s) hold" in capsys.readouterr().out
+    assert "already exist" in _error_of(capsys, ["examples", "tma_load_tile", "--copy", str(tmp_path / "ex")], 1)
+    assert "no example 'nope'; the examples are pipe_axpy.py" in _error_of(capsys, ["examples", "nope"], 1)
+    assert "no example '../README.md'" in _error_of(capsys, ["examples", "../README.md"], 1)
