@@ -333,6 +333,9 @@ def _declared_launches(path, ns, kernels) -> dict:
             k = by_id.get(id(own), own)     # the file's kernel, or one launches() made
         if k is not None:
             out.setdefault(id(k), (k, []))[1].append(launch)
+        else:
+            print(f"{path}: launches() names kernel {launch.name!r}, which the file does not define (it defines "
+                  f"{', '.join(by_name) or 'none'}): that launch is not checked")
     return out
 
 

@@ -180,3 +180,14 @@ def test_launch_descriptions_name_their_mistakes():
     assert launch.loc.file == __file__
     assert [o.verdict for o in launch.explain()] == [o.verdict for o in explain_launch(k, (3,), grid=(2, 2))]
     assert math.prod(launch.block_of()) == 128
+
+
+def test_a_launch_of_a_kernel_the_file_does_not_define_is_named(tmp_path, capsys):
+    bad = tmp_path / "ring.ptxd"
+    bad.write_text(PTXD)
+    (tmp_path / "ring.py").write_text(PTXD_LAUNCHES.replace('"pipe_copy"', '"pipe_cpy"'))
+    assert main(["check", str(bad)]) == 0
+    out = capsys.readouterr().out
+    assert ("launches() names kernel 'pipe_cpy', which the file does not define (it defines pipe_copy): that launch "
+            "is not checked") in out
+    assert "pipe_copy: 4 of 5 launch check(s) hold, 1 not run without a launch's values" in out
