@@ -113,6 +113,18 @@ def reference(a, x, y):
     return exact.astype(np.float32).astype(ml_dtypes.bfloat16)
 
 
+def launches():
+    """The launches run() makes, for the launch checks (`ptxdsl check` runs them; no GPU needed): one tile per
+    CTA, and a persistent grid of 3 CTAs that laps the ring."""
+    rows, cols = 512, 1024
+    across, ntiles = tile_grid(rows, cols, BOX)
+    args = {"x": spec(rows, cols), "y": spec(rows, cols), "a": 0.75, "pitch": cols * 2, "ntiles": ntiles,
+            "tiles_per_row": across}
+    block = 32 * (1 + CONSUMER_WARPS)
+    return [px.Launch(KERNEL, args, grid=-(-ntiles // TILES_PER_CTA), block=block),
+            px.Launch(KERNEL, args, grid=3, block=block)]
+
+
 def run(device=None, kernel=None):
     """y = 0.75*x + y on a 512x1024 matrix, one tile per CTA and then on a persistent grid of 3 CTAs (each laps
     the ring many times), each checked bit for bit against `reference`."""

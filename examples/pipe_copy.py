@@ -43,7 +43,7 @@ def build(box=BOX, stages=STAGES, depth=DEPTH, name="pipe_copy"):
                 with persistent(k, ntiles) as tile:
                     ring.producer_acquire(cur)
                     ring.producer_arm(cur, tile_bytes)
-                    xy = tile_coords(k, tile, across, box)
+                    xy = tile_coords(k, tile, across, src)        # the box of the map: (columns, rows)
                     k.cp_async_bulk_tensor(ring.buffer(cur), src, xy, mbar=ring.full(cur))
                     cur.advance()
         with k.else_():
@@ -52,7 +52,7 @@ def build(box=BOX, stages=STAGES, depth=DEPTH, name="pipe_copy"):
                 drain = StoreDrain(ring, depth)
                 with persistent(k, ntiles) as tile:
                     ring.consumer_wait(cur)
-                    xy = tile_coords(k, tile, across, box)
+                    xy = tile_coords(k, tile, across, dst)
                     k.cp_async_bulk_tensor(dst, ring.buffer(cur), xy)
                     k.cp_async_bulk_commit_group()
                     drain.committed()
@@ -74,6 +74,15 @@ def launcher(prog, rows, cols, box=BOX, tiles_per_cta=TILES_PER_CTA, ctas_per_sm
     def run(src_map, dst_map, stream=None):
         launch(src_map, dst_map, ntiles, across, grid=grid, block=64, shared_bytes=shared, stream=stream)
     return run
+
+
+def launches():
+    """The launches run() makes, for the launch checks (`ptxdsl check` runs them; no GPU needed): one tile per
+    CTA, and a persistent grid of 3 CTAs that laps the ring."""
+    rows, cols = 1024, 2048
+    across, ntiles = tile_grid(rows, cols, BOX)
+    args = {"src": spec(rows, cols), "dst": spec(rows, cols), "ntiles": ntiles, "tiles_per_row": across}
+    return [px.Launch(KERNEL, args, grid=-(-ntiles // TILES_PER_CTA)), px.Launch(KERNEL, args, grid=3)]
 
 
 def run(device=None, kernel=None):

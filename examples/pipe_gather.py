@@ -102,6 +102,17 @@ def launcher(prog, n, row=ROW, tiles=None, name="pipe_gather"):
     return run
 
 
+def launches():
+    """The launches run() makes, for the launch checks (`ptxdsl check` runs them; no GPU needed): 4096 rows of
+    ROW and of 128 bytes, with the default stages per CTA and on a persistent grid of 3 CTAs."""
+    out, n = [], 4096
+    for row, k in ((ROW, KERNEL), (128, build(128))):
+        ntiles = n // rows_per_stage(row)
+        for grid in (-(-ntiles // tiles_per_cta(row)), 3):
+            out.append(px.Launch(k, {"ntiles": ntiles}, grid=grid, block=64, note=f"{row}-byte rows"))
+    return out
+
+
 def run(device=None, kernel=None):
     """Gather 4096 random rows of a 2048-row table (rows of ROW bytes, and of 128 bytes), each with the default
     launch and on a persistent grid of 3 CTAs (each laps the ring many times); every byte is checked."""

@@ -59,7 +59,7 @@ def build(combine="add", stages=STAGES, name="pipe_splitsum"):
             tile = k.sub(tile, k.mul(group, lag))
             with k.if_(k.setp("ge", tile, ntiles)):       # before the first tile or past the last: nothing to do
                 k.exit()
-        col0, row0 = tile_coords(k, tile, across, BOX)
+        col0, row0 = tile_coords(k, tile, across, ymap)  # the box of y's map: (columns, rows)
         first = k.mul(group, per_group)                   # this CTA's first split
         with k.if_(k.setp("eq", k.warp_idx(), 0)):
             with k.elect_one():                           # the producer: one tile of each split of the group
@@ -151,6 +151,24 @@ def launcher(prog, splits, m, n, groups, name="pipe_splitsum", lag=None):
         launch(x_map, y_map, m, splits // groups, groups, across, ntiles, lag, flags, last[0], grid=grid,
                block=THREADS, stream=stream)
     return run_ordered
+
+
+def launches():
+    """The launches run() makes, for the launch checks (`ptxdsl check` runs them; no GPU needed): x of shape
+    (8, 256, 512) in 4 groups added, in one group stored, and in 4 ordered groups 5 tiles apart."""
+    s, m, n = 8, 256, 512
+    across, ntiles = tile_grid(m, n, BOX)
+    out = []
+    for groups, k in ((4, KERNEL), (1, build(combine="store")), (4, ORDERED)):
+        args = {"x": spec(s * m, n), "y": spec(m, n), "m": m, "splits_per_group": s // groups, "groups": groups,
+                "tiles_per_row": across}
+        grid = ntiles * groups
+        if k is ORDERED:
+            lag = 5
+            args.update(ntiles=ntiles, lag=lag, epoch=1)
+            grid = (ntiles + (groups - 1) * lag) * groups
+        out.append(px.Launch(k, args, grid=grid, block=THREADS))
+    return out
 
 
 def run(device=None, kernel=None):

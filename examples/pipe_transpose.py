@@ -96,6 +96,16 @@ def launcher(prog, rows, cols, tiles_per_cta=TILES_PER_CTA, name="pipe_transpose
     return run
 
 
+def launches():
+    """The launches run() makes, for the launch checks (`ptxdsl check` runs them; no GPU needed): one tile per
+    CTA, and a 3-stage ring on a persistent grid of 3 CTAs."""
+    rows, cols = 512, 1024
+    across, ntiles = tile_grid(rows, cols, (T, T))
+    args = {"ntiles": ntiles, "tiles_per_row": across}
+    return [px.Launch(KERNEL, args, grid=-(-ntiles // TILES_PER_CTA)),
+            px.Launch(build(stages=3, depth=1), args, grid=3, note="3 stages")]
+
+
 def run(device=None, kernel=None):
     """Transpose a random 512x1024 matrix, one tile per CTA, and again with a 3-stage ring on a persistent grid
     of 3 CTAs (each laps the ring many times); both must be bit-exact."""

@@ -256,6 +256,23 @@ def random_shapes(rng, n, rows=(64, 2048), cols=(64, 4096)):
     return [(int(rng.integers(*rows)), 8 * int(rng.integers(cols[0] // 8, cols[1] // 8))) for _ in range(n)]
 
 
+def launches():
+    """The batches run() launches, for the launch checks (`ptxdsl check` runs them; no GPU needed): the tables of
+    its 17 tensors (at made-up addresses: the checks read the tables' sizes and tile counts, not the tensors),
+    with a map per CTA and with a map per tensor."""
+    rng = np.random.default_rng(17)
+    shapes = random_shapes(rng, 12, rows=(1, 300), cols=(8, 700)) + [(5, 7), (1000,), (3, 100, 9), (64, 256), (2, 515)]
+    sizes = [int(np.prod(s)) for s in shapes]
+    base = 1 << 32
+    tensors = [(base + (i << 24), base + (i << 24) + (1 << 23), n) for i, n in enumerate(sizes)]
+    desc, work = tables(tensors, tiles_per_cta=2)
+    tmpl = px.TensorMapSpec.tiled_for((max(1, sizes[0] // BOX[0]), BOX[0]), "bf16", (BOX[1], BOX[0]),
+                                      address=tensors[0][0])
+    args = {"tmpl": tmpl, "desc": desc, "work": work, "a": 0.5}
+    return [px.Launch(KERNEL, args, grid=len(work), block=THREADS),
+            px.Launch(SHARED_MAPS, {**args, "epoch": 1}, grid=len(work), block=THREADS, note="a map per tensor")]
+
+
 def run(device=None, kernel=None):
     """0.5 * x_i for 12 random matrices and 5 tensors of other ranks and sizes (a tail only, a 1-D tensor of
     rows and a tail, a 3-D one, whole tiles, an odd size), checked bit for bit against numpy; then the same batch

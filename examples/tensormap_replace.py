@@ -48,6 +48,11 @@ with px.kernel("tensormap_replace", reqntid=THREADS) as k:
 KERNEL = k
 
 
+def launches():
+    """The launch run() makes, for the launch checks (`ptxdsl check` runs it; no GPU needed)."""
+    return [px.Launch(KERNEL, {"b": 1 << 32}, grid=(COLS // TILE, ROWS // TILE))]
+
+
 def run(device=None, kernel=None):
     """Launch with `src` describing A and `b` pointing at B: the output must be B, bit for bit. `kernel` replaces
     the kernel (the same kernel built another way)."""

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import ptxdsl as px
 from ptxdsl.testing import random_tensor, reproducible, tensor_view
 from ptxdsl.testing import strategies as pst
-from user_kernel import KERNEL, TransposeCase, check_transpose, model, run, transpose_kernel
+from user_kernel import KERNEL, TransposeCase, check_transpose, launches, model, run, transpose_kernel  # noqa: F401
 
 PLANTED = int(os.environ.get("PTXDSL_EXAMPLE_PLANT", "0"))     # rows the store is off by; 0 is the real kernel
 

@@ -27,6 +27,11 @@ with px.kernel("tma_load_tile", reqntid=THREADS) as k:
 KERNEL = k
 
 
+def launches():
+    """The launch run() makes, for the launch checks (`ptxdsl check` runs it; no GPU needed)."""
+    return [px.Launch(KERNEL, {"pitch": COLS * 2}, grid=(COLS // TILE, ROWS // TILE))]
+
+
 def run(device=None, kernel=None):
     """Load every tile of a random matrix and check the copy is bit-exact. `kernel` replaces the kernel
     (the same kernel built another way, e.g. from its .ptxd form)."""

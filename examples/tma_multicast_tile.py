@@ -51,6 +51,11 @@ with px.kernel("tma_multicast_tile", reqntid=THREADS, reqnctapercluster=(CTAS, 1
 KERNEL = k
 
 
+def launches():
+    """The launch run() makes, for the launch checks (`ptxdsl check` runs it; no GPU needed)."""
+    return [px.Launch(KERNEL, {"pitch": CTAS * TILE * 2}, grid=(CTAS, ROWS // TILE), cluster=(CTAS, 1, 1))]
+
+
 def run(device=None, kernel=None):
     """Broadcast each 64-row block of a random ROWS x 64 matrix to both CTAs of a cluster; `out` must hold
     the matrix twice side by side, bit for bit. `kernel` replaces the kernel (the same kernel built another

@@ -89,6 +89,11 @@ with px.kernel("tma_pipeline_copy", reqntid=THREADS) as k:
 KERNEL = k
 
 
+def launches():
+    """The launch run() makes, for the launch checks (`ptxdsl check` runs it; no GPU needed)."""
+    return [px.Launch(KERNEL, {"pitch": COLS * 2}, grid=(COLS // TILE,))]
+
+
 def run(device=None, kernel=None):
     """Copy a random matrix through the pipeline and check the copy is bit-exact. `kernel` replaces the
     kernel (the same kernel built another way, e.g. from its .ptxd form)."""

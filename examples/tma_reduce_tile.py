@@ -22,6 +22,11 @@ with px.kernel("tma_reduce_tile", reqntid=THREADS) as k:
 KERNEL = k
 
 
+def launches():
+    """The launch run() makes, for the launch checks (`ptxdsl check` runs it; no GPU needed)."""
+    return [px.Launch(KERNEL, {}, grid=(COLS // TILE, ROWS // TILE))]
+
+
 def run(device=None, kernel=None):
     """acc += a tile by tile; the result must be the float32 sum rounded to bf16 (within 1 ulp). `kernel` replaces the kernel
     (the same kernel built another way, e.g. from its .ptxd form)."""

@@ -22,6 +22,11 @@ with px.kernel("tma_store_tile", reqntid=THREADS) as k:
 KERNEL = k
 
 
+def launches():
+    """The launch run() makes, for the launch checks (`ptxdsl check` runs it; no GPU needed)."""
+    return [px.Launch(KERNEL, {}, grid=(COLS // TILE, ROWS // TILE))]
+
+
 def run(device=None, kernel=None):
     """Copy a random matrix tile by tile through shared memory; the copy must be bit-exact. `kernel` replaces the kernel
     (the same kernel built another way, e.g. from its .ptxd form)."""

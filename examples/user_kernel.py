@@ -124,6 +124,17 @@ def check_transpose(case: TransposeCase, row_offset: int = 0) -> None:
     assert_global_equal(model(case, src, dst), got, dst_map, name=f"transpose {case.rows}x{case.cols} {case.dtype}")
 
 
+def launches():
+    """Launches of the kernel for the launch checks (`ptxdsl check` runs them; no GPU needed): its maps have no
+    spec in the kernel, so their box, dtype and swizzle are checked against these."""
+    out = []
+    for rows, cols in ((200, 72), (64, 64), (33, 7)):
+        case = TransposeCase(dtype="f32", rows=rows, cols=cols)
+        src, dst = case.maps()
+        out.append(px.Launch(KERNEL, {"src": src, "dst": dst}, grid=case.grid, block=THREADS))
+    return out
+
+
 def run():
     """The examples' host check: one fixed case on the GPU (a MemoryMismatch says where it differs)."""
     case = TransposeCase(dtype="bf16", rows=200, cols=72, seed=1)

@@ -63,8 +63,9 @@ KERNEL = k
 
 
 def launches():
-    """The launch this file is written for: one CTA per 64 x 128 tile of C."""
-    return [px.Launch("wgmma_tile", grid=(COLS // TN, ROWS // TM), block=THREADS)]
+    """The launch run() makes, for the launch checks (`ptxdsl check` runs it; no GPU needed): one CTA per
+    64 x 128 tile of C."""
+    return [px.Launch(KERNEL, {}, grid=(COLS // TN, ROWS // TM))]
 
 
 def reference(a, b) -> np.ndarray:

@@ -27,16 +27,22 @@ def compile(obj, **kw):
 
 
 def assemble(ptx, arch: str = "sm_90a", **kw):
-    """Assemble PTX with nvJitLink (loaded on first use); see ptxdsl.assembler.assemble."""
+    """Assemble PTX with nvJitLink (loaded on first use); see ptxdsl.assembler.assemble. With PTXDSL_DUMP_DIR set,
+    the PTX, the cubin and its SASS are written there."""
     from .assembler import assemble as _assemble
+    from .dump import dump, dump_dir
 
-    return _assemble(ptx, arch, **kw)
+    result = _assemble(ptx, arch, **kw)
+    if dump_dir() is not None:
+        dump(ptx, result.cubin)
+    return result
 
 
 # Names whose modules load the CUDA driver bindings, nvJitLink or numpy: imported on first use, so that
 # `import ptxdsl` stays what building and printing a kernel needs.
 _LAZY = {"Assembled": "assembler", "Resources": "assembler", "Program": "program"}
 _LAZY["torch_op"] = "runtime.torch_op"         # a kernel as a torch operator: torch is imported on call
+_LAZY["Launch"] = "verify.launch"               # a launch a file is meant for (its launches(), `ptxdsl check`)
 
 
 def __getattr__(name):
@@ -52,9 +58,9 @@ def __dir__():
 
 
 __all__ = [
-    "AssembleError", "Assembled", "Addr", "CudaError", "DSLError", "Kernel", "KernelBuilder", "KernelTrap", "LaunchError",
-    "LayoutError", "MatrixLayout", "Module", "PTX", "ParseError", "PtxdslError", "SourceLoc", "Target", "TargetError",
-    "TensorMapError",
+    "AssembleError", "Assembled", "Addr", "CudaError", "DSLError", "Kernel", "KernelBuilder", "KernelTrap", "Launch",
+    "LaunchError", "LayoutError", "MatrixLayout", "Module", "PTX", "ParseError", "PtxdslError", "SourceLoc", "Target",
+    "TargetError", "TensorMapError",
     "TensorMapRef", "TensorMapSpec", "VerifyError", "assemble", "compile", "emit", "kernel", "module", "sreg",
     "b8", "b16", "b32", "b64", "bf16", "f16", "f32", "f64", "pred", "s8", "s16", "s32", "s64",
     "u8", "u16", "u32", "u64",

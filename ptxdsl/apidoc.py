@@ -92,6 +92,20 @@ SECTIONS: list[tuple[str, str, list[tuple[str, str]]]] = [
         ("ptxdsl.program.Launcher.shared_bytes_for", "prog[name].shared_bytes_for()"),
         ("ptxdsl.program.Launcher.max_active_ctas", "prog[name].max_active_ctas()"),
         ("ptxdsl.verify.launch.check_launch", "ptxdsl.verify.check_launch()"),
+        ("ptxdsl.verify.launch.explain_launch", "ptxdsl.verify.explain_launch()"),
+        ("ptxdsl.verify.launch.Outcome", "ptxdsl.verify.Outcome"),
+    ]),
+    ("Files the command line reads", "`ptxdsl emit|check|run|sass FILE` reads a `.py` file by running it: its "
+     "kernels are the builders, `Kernel`s and `Module`s it defines at module level, in definition order. Beside "
+     "them it may define two functions. `run(device=None, kernel=None)` is its host check: `ptxdsl run` calls it "
+     "on the GPU and it returns `(ok, verdict)`, `ok` a bool (PASS or FAIL) and `verdict` one line saying what "
+     "was compared (for `FILE.ptxd`, the `run` of the `.py` file beside it is called with `kernel=` the .ptxd "
+     "kernel). `launches()` returns the `ptxdsl.Launch` descriptions of the launches the kernels are meant for: "
+     "`ptxdsl check` runs every launch check with each (a `.ptxd` file's come from the `.py` file beside it, "
+     "matched by kernel name); see [verifier.md](verifier.md#declared-launches).", [
+        ("ptxdsl.verify.launch.Launch", "ptxdsl.Launch"),
+        ("ptxdsl.verify.launch.Launch.check", "launch.check()"),
+        ("ptxdsl.verify.launch.Launch.explain", "launch.explain()"),
     ]),
     ("Pipelines", "`ptxdsl.pipeline`: rings of shared-memory stages with full and empty mbarriers, flags between "
      "CTAs, written with the "
@@ -117,6 +131,7 @@ SECTIONS: list[tuple[str, str, list[tuple[str, str]]]] = [
         ("ptxdsl.pipeline.Flags.wait", "flags.wait()"),
         ("ptxdsl.pipeline.persistent", "ptxdsl.pipeline.persistent()"),
         ("ptxdsl.pipeline.tile_coords", "ptxdsl.pipeline.tile_coords()"),
+        ("ptxdsl.pipeline.tile_box", "ptxdsl.pipeline.tile_box()"),
         ("ptxdsl.pipeline.tile_grid", "ptxdsl.pipeline.tile_grid()"),
         ("ptxdsl.pipeline.launch_shape", "ptxdsl.pipeline.launch_shape()"),
     ]),
@@ -160,7 +175,18 @@ SECTIONS: list[tuple[str, str, list[tuple[str, str]]]] = [
         ("ptxdsl.reference.wgmma.acc_to_matrix", "ptxdsl.reference.wgmma.acc_to_matrix()"),
         ("ptxdsl.reference.wgmma.a_regs_to_matrix", "ptxdsl.reference.wgmma.a_regs_to_matrix()"),
     ]),
-    ("Tensor maps on the host", "", [
+    ("Tensor maps on the host", "A 2-D map's sizes are written in three orders, and each call says which it "
+     "takes:\n\n"
+     "| Order | Spelled | Who takes it |\n"
+     "| --- | --- | --- |\n"
+     "| numpy order: outermost first, (rows, columns) | `shape`, `box` of `tiled_for`, `from_array` | "
+     "`TensorMapSpec.tiled_for(shape, dtype, box)`, `TensorMapSpec.from_array(arr, box)`, numpy, torch |\n"
+     "| PTX coordinate order: innermost first, (x, y) = (column, row) | the coordinates of a TMA copy | "
+     "`k.cp_async_bulk_tensor(dst, src, (x, y))`, `ptxdsl.pipeline.tile_coords`' result |\n"
+     "| box order: innermost first, (columns, rows), as the driver keeps it | `spec.dims`, `spec.box`, "
+     "`spec.strides` | `TensorMapSpec(...)` itself, `tile_coords(k, tile, across, box)`, `tile_grid` |\n\n"
+     "`tile_coords` and `tile_grid` take the map itself (its spec's box) so that the order cannot be swapped; a "
+     "(columns, rows) pair given with `tmap=` is checked against the map's box (rule `pipeline.box-order`).", [
         ("ptxdsl.tensormap.TensorMapSpec", "ptxdsl.TensorMapSpec"),
         ("ptxdsl.tensormap.TensorMapSpec.tiled_for", "TensorMapSpec.tiled_for()"),
         ("ptxdsl.tensormap.TensorMapSpec.im2col_for", "TensorMapSpec.im2col_for()"),

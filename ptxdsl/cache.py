@@ -2,7 +2,9 @@
 
 Where: `PTXDSL_CACHE_DIR` when set, else the platform's user cache directory (`$XDG_CACHE_HOME/ptxdsl` or
 `~/.cache/ptxdsl` on Linux, `~/Library/Caches/ptxdsl` on macOS, `%LOCALAPPDATA%\\ptxdsl\\Cache` on Windows).
-`PTXDSL_CACHE=0` turns it off. Entries are written to a temporary file and renamed into place (`os.replace`),
+`PTXDSL_CACHE=0` turns it off. Each kind of entry is kept under a size cap (`PTXDSL_CACHE_MAX_MB`, default
+1024 MiB): a write that takes the kind past it removes the least recently used entries (a read marks an entry
+used). `ptxdsl cache [info|clear]` shows or empties it. Entries are written to a temporary file and renamed into place (`os.replace`),
 so processes that write the same entry at once never leave a torn one; each entry carries its length and
 BLAKE2b-256 digest, checked on every read, and a damaged entry is dropped (and rebuilt by the caller), never
 returned. The cache never fails a compile: a directory that cannot be written just means no caching.
@@ -27,6 +29,7 @@ except ImportError:                     # an interpreter without it: hashlib's (
 from . import log
 
 MAGIC = b"ptxdsl-cache-2\n"
+DEFAULT_MAX_MB = 1024
 _HEADER = len(MAGIC) + 32 + 8          # magic, BLAKE2b-256 of the payload, payload length (little endian)
 _OFF = ("0", "false", "no", "off")
 
@@ -80,6 +83,9 @@ def get(kind: str, name: str) -> bytes | None:
         log.debug("cache: dropping damaged entry %s (%d bytes)", path, len(data))
         with contextlib.suppress(OSError):
             path.unlink()
+    else:
+        with contextlib.suppress(OSError):
+            os.utime(path)                  # used now: the eviction removes the least recently used first
     return payload
 
 
@@ -94,7 +100,65 @@ def put(kind: str, name: str, payload: bytes) -> Path | None:
     except OSError as e:
         log.debug("cache: cannot write %s: %s", path, e)
         return None
+    evict(kind, keep=path)
     return path
+
+
+def max_bytes() -> int:
+    """The size cap of each kind of entry: PTXDSL_CACHE_MAX_MB MiB (default 1024; an unreadable value: the
+    default)."""
+    text = os.environ.get("PTXDSL_CACHE_MAX_MB", "").strip()
+    try:
+        mb = float(text) if text else DEFAULT_MAX_MB
+    except ValueError:
+        mb = DEFAULT_MAX_MB
+    return max(0, int(mb * (1 << 20))) if mb == mb else DEFAULT_MAX_MB << 20
+
+
+def _entries(kind: str) -> list:
+    """(mtime, size, path) of each entry of a kind, oldest use first."""
+    out = []
+    try:
+        with os.scandir(cache_dir() / kind) as it:
+            for e in it:
+                if e.name.endswith(".bin"):
+                    with contextlib.suppress(OSError):
+                        st = e.stat()
+                        out.append((st.st_mtime, st.st_size, Path(e.path)))
+    except OSError:
+        return []
+    return sorted(out)
+
+
+def evict(kind: str, keep: Path | None = None) -> int:
+    """Remove the least recently used entries of a kind until it is under max_bytes() (never `keep`, the entry
+    just written); the number removed."""
+    entries = _entries(kind)
+    total, cap, removed = sum(size for _, size, _ in entries), max_bytes(), 0
+    for _, size, path in entries:
+        if total <= cap:
+            break
+        if path == keep:
+            continue
+        with contextlib.suppress(OSError):
+            path.unlink()
+            total -= size
+            removed += 1
+    if removed:
+        log.debug("cache: removed %d %s entries over the %d-byte cap", removed, kind, cap)
+    return removed
+
+
+def info() -> dict:
+    """What `ptxdsl cache info` prints: the directory, whether the cache is on, the cap, and per kind of entry
+    its count and bytes."""
+    kinds = {}
+    root = cache_dir()
+    with contextlib.suppress(OSError):
+        for d in sorted(p for p in root.iterdir() if p.is_dir()):
+            files = [f for f in d.iterdir() if f.is_file()]
+            kinds[d.name] = (len(files), sum(f.stat().st_size for f in files))
+    return {"dir": root, "enabled": enabled(), "max_bytes": max_bytes(), "kinds": kinds}
 
 
 def write_atomic(path: Path, data: bytes) -> None:

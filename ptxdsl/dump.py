@@ -1,6 +1,7 @@
-"""PTXDSL_DUMP_DIR: every module `ptxdsl.compile` loads is written there as NAME-HASH.ptx, .cubin and .sass (the
-SASS when nvdisasm is installed), NAME being its kernels' names and HASH the PTX's, like Triton's and CuTe DSL's
-dump switches."""
+"""PTXDSL_DUMP_DIR: every module `ptxdsl.compile` loads, `ptxdsl.assemble` assembles and `ptxdsl emit|check|sass`
+prints or assembles is written there as NAME-HASH.ptx, .cubin and .sass (the cubin and its SASS where there is
+one, the SASS when nvdisasm is installed), NAME being its kernels' names and HASH the PTX's, like Triton's and CuTe
+DSL's dump switches."""
 from __future__ import annotations
 
 import os
@@ -26,15 +27,20 @@ def stem(kernels, ptx_text: str) -> str:
 
 
 def dump(ptx, cubin: bytes | None) -> list[Path]:
-    """Write an emitted PTX module, the cubin loaded for it (None when the driver JIT compiled the PTX) and the
-    cubin's SASS (when nvdisasm is installed) into PTXDSL_DUMP_DIR; the paths written ([] when it is unset)."""
+    """Write an emitted PTX module (a PTX object, or PTX text), the cubin loaded for it (None when the driver JIT
+    compiled the PTX, or when nothing was assembled) and the cubin's SASS (when nvdisasm is installed) into
+    PTXDSL_DUMP_DIR; the paths written ([] when it is unset)."""
     folder = dump_dir()
     if folder is None:
         return []
+    import re
+
     from .sass import SassError, disassemble
 
-    base = stem(ptx.kernels, ptx.text)
-    written = [_write(folder, f"{base}.ptx", ptx.text.encode())]
+    text = getattr(ptx, "text", ptx)
+    kernels = getattr(ptx, "kernels", None) or re.findall(r"\.entry\s+([A-Za-z_$][\w$]*)", text)
+    base = stem(kernels, text)
+    written = [_write(folder, f"{base}.ptx", text.encode())]
     if cubin is not None:
         written.append(_write(folder, f"{base}.cubin", cubin))
         try:

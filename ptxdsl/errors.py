@@ -24,8 +24,7 @@ class SourceLoc:
     col: int = 0
 
     def __str__(self) -> str:
-        base = os.path.basename(self.file)
-        return f"{base}:{self.line}" + (f":{self.col}" if self.col else "")
+        return f"{shown_path(self.file)}:{self.line}" + (f":{self.col}" if self.col else "")
 
     @classmethod
     def caller(cls, skip: int = 0) -> "SourceLoc":
@@ -38,6 +37,15 @@ class SourceLoc:
                 return cls(fn, f.f_lineno)
             f = f.f_back
         return cls("<unknown>", 0)
+
+
+def shown_path(file: str) -> str:
+    """A file as messages name it: relative to the working directory when it is below it, else as given."""
+    try:
+        rel = os.path.relpath(file)
+    except ValueError:                          # another drive (Windows)
+        return file
+    return file if rel.startswith("..") else rel
 
 
 _CONTEXTLIB = os.path.abspath(contextlib.__file__)

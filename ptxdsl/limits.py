@@ -2,7 +2,10 @@
 the process): identifier length, parameter space, register budgets against setmaxnreg."""
 from __future__ import annotations
 
-from .errors import DSLError
+import math
+from numbers import Integral
+
+from .errors import DSLError, LaunchError
 
 # Longest identifier ptxdsl writes. nvJitLink 13.5 assembling with -verbose aborted the whole process
 # (malloc: invalid size) for a 100,000-character kernel name; 70,000 still assembled.
@@ -11,6 +14,9 @@ MAX_IDENTIFIER = 16384
 # and sm_100a with nvJitLink 13.5).
 PARAM_BYTES_OLD, PARAM_BYTES = 4352, 32764
 PARAM_BYTES_FROM = (8, 1)
+# A launch's dimensions as the driver takes them (cuLaunchKernelEx), and the threads of one block.
+DIM_MAX = {"grid": (2**31 - 1, 65535, 65535), "block": (1024, 1024, 64), "cluster": (16, 16, 16)}
+MAX_BLOCK_THREADS = 1024
 
 
 def identifier(what: str, name: str) -> None:
@@ -57,3 +63,30 @@ def check_kernel(k, target) -> None:
             what = f".maxnreg {maxnreg}" if maxnreg == top else f"setmaxnreg.inc {top}"
             raise DSLError(f"setmaxnreg.dec to {n} registers in a kernel whose largest register count is {top} "
                            f"({what}): ptxas refuses a decrease above it", loc)
+
+
+def launch_dims(value, what: str) -> tuple[int, int, int]:
+    """`value` (an int or 1 to 3 ints) as (x, y, z), each in the driver's range for `what` ("grid", "block" or
+    "cluster"); LaunchError naming the value and the rule otherwise (a float, inf, a string, 0, too many)."""
+    try:
+        dims = (value,) if isinstance(value, Integral) else None if isinstance(value, str) else tuple(value)
+    except TypeError:
+        dims = None
+    if dims is None or not 1 <= len(dims) <= 3 or not all(isinstance(d, Integral) for d in dims):
+        raise LaunchError(f"{what}={value!r} breaks '{what} is an int or 1 to 3 ints (x, y, z)'",
+                          rule=f"launch.{what}-shape")
+    dims = tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
+    for axis, d, top in zip("xyz", dims, DIM_MAX[what]):
+        if not 1 <= d <= top:
+            raise LaunchError(f"{what}.{axis}={d} breaks '{what}.{axis} is 1..{top}'", rule=f"launch.{what}-range")
+    return dims
+
+
+def block_threads(block: tuple, limit: int = MAX_BLOCK_THREADS, name: str | None = None) -> int:
+    """The threads of a block (x, y, z); LaunchError over `limit` (the device's 1,024, or a kernel's lower)."""
+    threads = math.prod(block)
+    if threads > limit:
+        of = f" of kernel {name!r}" if name else ""
+        raise LaunchError(f"block={tuple(block)} ({threads} threads) breaks 'a block{of} has at most {limit} "
+                          f"threads'", rule="launch.block-threads")
+    return threads

@@ -228,18 +228,66 @@ def persistent(k, ntiles):
         yield k.mad(i, n, cta)
 
 
-def tile_coords(k, tile, tiles_per_row, box):
+def tile_coords(k, tile, tiles_per_row, box, *, tmap=None):
     """(column, row) element coordinates of tile number `tile` in a row-major grid of tiles with
-    `tiles_per_row` tiles across, each `box` = (columns, rows) elements: innermost first, as TMA takes them."""
+    `tiles_per_row` tiles across, innermost first, as TMA takes them. `box` is the tile: the tensor map itself (a
+    tensor-map parameter declared with its spec, or a TensorMapSpec: its box, which is (columns, rows)), or a
+    (columns, rows) pair, which `tmap=` (the map the coordinates go to) checks against that map's box: a pair in
+    numpy order (rows, columns), as `TensorMapSpec.tiled_for` takes the box, is a DSLError (rule
+    pipeline.box-order) instead of coordinates that leave rows unwritten."""
+    cols, rows = tile_box(box, tmap)
     row = k.div(tile, tiles_per_row)
     col = k.sub(tile, k.mul(row, tiles_per_row))
-    return k.mul(col, box[0]), k.mul(row, box[1])
+    return k.mul(col, cols), k.mul(row, rows)
+
+
+def tile_box(box, tmap=None) -> tuple:
+    """(columns, rows) of a tile: the box of a 2-D tiled map (a TensorMapSpec, or a tensor-map parameter's spec)
+    or a (columns, rows) pair, checked against `tmap`'s box where given. DSLError (rule pipeline.box-order) for
+    a pair that is not the map's box, or a map that is not a tiled map of rank 2 or more."""
+    spec = _spec_of(box)
+    if spec is not None:
+        return spec.box[0], spec.box[1]
+    try:
+        cols, rows = (int(v.__index__()) for v in box)
+    except (TypeError, ValueError, AttributeError):
+        raise DSLError(f"box={box!r}: expected a tensor map (its spec's box) or a (columns, rows) pair of ints",
+                       SourceLoc.caller(), rule="pipeline.box-order") from None
+    want = _spec_of(tmap) if tmap is not None else None
+    if tmap is not None and want is None:
+        raise DSLError(f"tmap={tmap!r}: expected a TensorMapSpec or a tensor-map parameter declared with its spec",
+                       SourceLoc.caller(), rule="pipeline.box-order")
+    if want is not None and (cols, rows) != tuple(want.box[:2]):
+        swapped = (rows, cols) == tuple(want.box[:2])
+        raise DSLError(f"box=({cols}, {rows}) is {'in numpy order (rows, columns)' if swapped else 'not the map box'}"
+                       f": the map's box is {want.box[0]} columns x {want.box[1]} rows, so tile coordinates take "
+                       f"box=({want.box[0]}, {want.box[1]}) (or the map itself: box=the map)", SourceLoc.caller(),
+                       rule="pipeline.box-order")
+    return cols, rows
+
+
+def _spec_of(v):
+    """The TensorMapSpec of a spec or a tensor-map parameter (None: neither); DSLError for a map that is not a
+    tiled map of rank 2 or more."""
+    from .tensormap import TensorMapSpec
+
+    spec = v if isinstance(v, TensorMapSpec) else getattr(v, "tmap", None)
+    if spec is None:
+        if getattr(v, "kind", None) == "tensormap":
+            raise DSLError(f"tensor map {v.name!r} has no TensorMapSpec: declare it with one, or give the tile as a "
+                           f"(columns, rows) pair", SourceLoc.caller(), rule="pipeline.box-order")
+        return None
+    if spec.kind != "tiled" or len(spec.box) < 2:
+        raise DSLError(f"a {spec.kind} map of rank {len(spec.box)} has no (columns, rows) tile box",
+                       SourceLoc.caller(), rule="pipeline.box-order")
+    return spec
 
 
 def tile_grid(rows: int, cols: int, box, what: str = "matrix") -> tuple:
-    """(tiles_per_row, ntiles) of a rows x cols matrix cut into `box` = (columns, rows) tiles, row-major as
-    `tile_coords` numbers them; LaunchError (rule pipeline.whole-tiles) naming `what` when the matrix is not a
-    whole number of tiles."""
+    """(tiles_per_row, ntiles) of a rows x cols matrix cut into `box` tiles (a map, or (columns, rows) as
+    `tile_coords` takes it), row-major as `tile_coords` numbers them; LaunchError (rule pipeline.whole-tiles)
+    naming `what` when the matrix is not a whole number of tiles."""
+    box = tile_box(box)
     if rows % box[1] or cols % box[0]:
         raise LaunchError(f"{what}: {rows}x{cols} is not a whole number of {box[1]}x{box[0]} tiles",
                           SourceLoc.caller(), rule="pipeline.whole-tiles")

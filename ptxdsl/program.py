@@ -41,7 +41,8 @@ def _loader(loader) -> str:
 class Program:
     """A loaded module: `prog[name]` is a launcher for one of its kernels. `.ptx` is the emitted PTX, `.cubin` the
     image the device loaded (None when the driver JIT compiled the PTX: `.jit_reason` says why), `.sass` its
-    machine code as text, `.resources` each kernel's registers, shared memory and spills, `.arch` the cubin's."""
+    machine code as text, `.resources` each kernel's registers, shared memory and spills, `.arch` the cubin's,
+    `.line_info` whether it was compiled with line info (the cubin assembled with -lineinfo)."""
 
     def __init__(self, obj, *, arch: str | None = None, ptx=None, device=None, line_info: bool | None = None,
                  loader: str | None = None):
@@ -52,6 +53,7 @@ class Program:
 
         if line_info is None:
             line_info = os.environ.get("PTXDSL_LINE_INFO", "") not in ("", "0")
+        self.line_info = bool(line_info)        # .file/.loc emitted and the cubin assembled with -lineinfo
         if isinstance(obj, PTX):
             self.ptx: PTX = obj
         else:

@@ -96,13 +96,24 @@ def dtype_name(dtype, loc: SourceLoc | None = None) -> str:
         return ARRAY_DTYPES[name]
     if name in MOVED_AS_BYTES:
         return MOVED_AS_BYTES[name]
-    if isinstance(dtype, str):          # no type of any kind by that name: the error lists the PTX names
-        try:
+    if isinstance(dtype, str) and not _numpy_name(dtype):    # no type of any kind by that name: the error lists
+        try:                                                   # the PTX names
             scalar_type(dtype)
         except PtxdslError as e:
             raise e.at(loc)
     shown = repr(name) if name is not None else _brief(dtype)
     raise TensorMapError(f"dtype={shown} breaks '{_ELEMENT_RULE}'", loc=loc, rule="tensormap.dtype")
+
+
+def _numpy_name(name: str) -> bool:
+    """Whether numpy knows an element type by this name (bool, complex64, ...: a type a tensor map has not)."""
+    import numpy as np
+
+    try:
+        np.dtype(name)
+    except TypeError:
+        return False
+    return True
 
 
 def _element_name(dtype) -> str | None:
@@ -318,8 +329,11 @@ def _reversed_or_empty(values, name="", loc=None) -> tuple[int, ...]:
 def _int(name: str, v, loc=None) -> int:
     """A field's integer (numpy integers included), as a Python int; TensorMapError for anything else."""
     if isinstance(v, bool) or not isinstance(v, Integral) and not hasattr(v, "__index__"):
-        raise TensorMapError(f"{name}={v!r} breaks 'an integer'", loc=loc, rule="tensormap.type")
-    return operator.index(v)
+        raise TensorMapError(f"{name}={_brief(v)} breaks 'an integer'", loc=loc, rule="tensormap.type")
+    try:
+        return operator.index(v)
+    except TypeError:                           # an object with __index__ that is no integer (a numpy array)
+        raise TensorMapError(f"{name}={_brief(v)} breaks 'an integer'", loc=loc, rule="tensormap.type") from None
 
 
 def _as_int(v):
@@ -331,7 +345,11 @@ def _ints(name: str, values, loc=None) -> tuple[int, ...]:
     """A list field as a tuple of Python ints; TensorMapError for a non-sequence or a non-integer entry."""
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__") and not hasattr(values, "__len__"):
         raise TensorMapError(f"{name}={values!r} breaks 'a sequence of integers'", loc=loc, rule="tensormap.type")
-    items = tuple(values)
+    try:
+        items = tuple(values)
+    except TypeError:                           # iterable in name only (a 0-d numpy array)
+        raise TensorMapError(f"{name}={_brief(values)} breaks 'a sequence of integers'", loc=loc,
+                             rule="tensormap.type") from None
     return tuple(_int(f"{name}[{i}]", v, loc) for i, v in enumerate(items))
 
 
@@ -457,8 +475,12 @@ class TensorMapSpec:
         return row
 
     def bind(self, address: int) -> "TensorMapSpec":
-        """The same map over another global address."""
-        return replace(self, global_address=int(address))
+        """The same map over another global address (an integer: a device pointer's value)."""
+        address = _int("address", address, SourceLoc.caller())
+        if not 0 <= address < 1 << 64:
+            raise TensorMapError(f"address={address:#x} breaks 'a 64-bit device address'", loc=SourceLoc.caller(),
+                                 rule="tensormap.address")
+        return replace(self, global_address=address)
 
     def validate(self) -> "TensorMapSpec":
         """Check the cuTensorMapEncode* rules in a fixed order; the first broken one raises TensorMapError."""
@@ -472,9 +494,13 @@ class TensorMapSpec:
         # numpy integers become Python ints; anything else stays for validate() to name with its field's rule
         for name in ("dims", "strides", "box", "element_strides", "lower_corner", "upper_corner"):
             values = getattr(self, name)
-            if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+            try:
+                if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+                    raise TypeError
+                values = tuple(values)
+            except TypeError:                   # not a sequence, or iterable in name only (a 0-d numpy array)
                 raise TensorMapError(f"{name}={_brief(values)} breaks 'a sequence of integers'", loc=self.loc,
-                                     rule="tensormap.type")
+                                     rule="tensormap.type") from None
             object.__setattr__(self, name, tuple(_as_int(v) for v in values))
         for name in ("global_address", "channels_per_pixel", "pixels_per_column"):
             object.__setattr__(self, name, _as_int(getattr(self, name)))

@@ -69,18 +69,22 @@ def scalar_type(t) -> ScalarType:
         return t
     from .errors import DSLError
 
+    if t is None:                               # numpy reads None as float64: a type must be named
+        raise DSLError("type=None is not a PTX scalar type; expected a name such as 'u32', a ptxdsl type such as "
+                       "px.u32 or a numpy dtype", rule="type.scalar")
     if isinstance(t, str):
         name = t.lstrip(".")
         if name in ALL_TYPES:
             return ALL_TYPES[name]
-        raise DSLError(f"type={t!r} is not a PTX scalar type; expected one of {', '.join(ALL_TYPES)}")
+        raise DSLError(f"type={t!r} is not a PTX scalar type; expected one of {', '.join(ALL_TYPES)}",
+                       rule="type.scalar")
     try:
         return from_numpy(t)
     except DSLError:
         raise
     except Exception:
         raise DSLError(f"type={t!r} is not a PTX scalar type; expected a name such as 'u32', a ptxdsl type such "
-                       f"as px.u32 or a numpy dtype") from None
+                       f"as px.u32 or a numpy dtype", rule="type.scalar") from None
 
 
 def from_numpy(dtype) -> ScalarType:

@@ -26,3 +26,28 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.enviro
 # processes (which inherit the environment) draw the same cases and report one seed.
 if not os.environ.get("PTXDSL_DIFF_SEED"):
     os.environ["PTXDSL_DIFF_SEED"] = str(random.SystemRandom().randrange(2**32))
+
+
+def pytest_runtest_setup(item):
+    """A test marked nvdisasm needs the `sass` extra: without it, it skips with the reason (only the `test` extra
+    installed), unless PTXDSL_REQUIRE_NVDISASM=1 (CI installs the extra), where a missing nvdisasm fails it."""
+    mark = item.get_closest_marker("nvdisasm")
+    if mark is None:
+        return
+    import pytest
+
+    from ptxdsl import sass
+
+    sass.nvdisasm_path.cache_clear()
+    try:
+        sass.nvdisasm_path()
+        missing = None
+        if "wheel" in mark.args and sass._from_wheel() is None:
+            missing = "the nvidia-cuda-nvdisasm wheel is not installed (pip install 'ptxdsl[sass]')"
+    except sass.SassError as e:
+        missing = str(e)
+    if missing is None:
+        return
+    if os.environ.get("PTXDSL_REQUIRE_NVDISASM") == "1":
+        pytest.fail(f"{missing} (PTXDSL_REQUIRE_NVDISASM=1: the sass extra must be installed)", pytrace=False)
+    pytest.skip(missing)

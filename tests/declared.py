@@ -185,6 +185,8 @@ class Operands:
             return self.gptr()
         if space in ("local", "const", "param"):
             return self._once("reg64", lambda: self.k.mov(0, u64))
+        if width == 32:                         # a 32-bit generic address (mapa.u32, getctarank.u32)
+            return self._once(("gaddr", "u32"), lambda: self.k.cvt(u32, self.generic()))
         return self.generic()
 
     def label(self):

@@ -183,7 +183,7 @@ def test_an_internal_compiler_error_is_told_apart_from_a_rule():
                           {3: SourceLoc("/src/k.py", 9)})
     assert err.rule == "ptxas-internal" and err.loc == SourceLoc("/src/k.py", 9)
     assert err.message.startswith("ptxas failed inside itself (an internal compiler error)")
-    assert "PTX line 3 (from k.py:9): ld.v8.b16 x;" in err.message
+    assert "PTX line 3 (from /src/k.py:9): ld.v8.b16 x;" in err.message      # outside the working directory: whole
     plain = _assemble_error("ptxas /tmp/k.ptx, line 3; error   : Unknown symbol 'x'\n", "E", "sm_90a",
                             "a\nb\nc\n", {})
     assert plain.rule == "ptxas" and plain.message.startswith("Unknown symbol 'x'")
@@ -211,9 +211,9 @@ def test_syntax_error_names_line_text_and_origin():
     err = info.value
     assert err.message.startswith("Arguments mismatch for instruction 'add'")
     assert "Unknown symbol '%r9q'" in err.message
-    assert f"PTX line {SYNTAX_ERROR_LINE} (from kernel.py:17): add.u32 %r2, %r1, %r9q;" in err.message
+    assert f"PTX line {SYNTAX_ERROR_LINE} (from /src/kernel.py:17): add.u32 %r2, %r1, %r9q;" in err.message
     assert err.loc == origin
-    assert str(err).startswith("kernel.py:17: ")
+    assert str(err).startswith("/src/kernel.py:17: ")
 
 
 def test_syntax_error_without_origins():

@@ -5,6 +5,7 @@ import pytest
 
 import ptxdsl as px
 from ptxdsl import sreg
+from ptxdsl.errors import shown_path
 
 HERE = os.path.basename(__file__)
 
@@ -129,7 +130,7 @@ def _raises(exc, match, build):
 def test_error_bad_qualifier_names_value_rule_and_line():
     e = _raises(px.DSLError, r"sem='acquire' is not allowed; expected one of None, 'release', 'relaxed'",
                 lambda k: k.mbarrier_arrive(k.mbarrier("b"), sem="acquire"))
-    assert str(e).startswith(f"{HERE}:")
+    assert str(e).startswith(f"{shown_path(__file__)}:")          # the path relative to the working directory
 
 
 def test_error_wrong_operand_type():

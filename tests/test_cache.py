@@ -314,3 +314,39 @@ def test_the_parser_builds_without_the_cache(tmp_path):
     assert not any("cache" in m for m in off["log"]), off["log"]
     assert not tmp_path.exists() or not any(tmp_path.iterdir())
     assert off["ast"] == _lark_child(tmp_path / "on")["ast"]
+
+
+def test_each_kind_stays_under_its_cap_removing_the_least_recently_used(tmp_path, monkeypatch):
+    monkeypatch.setenv("PTXDSL_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("PTXDSL_CACHE", raising=False)
+    monkeypatch.setenv("PTXDSL_CACHE_MAX_MB", str(3 * 1100 / (1 << 20)))     # room for three 1,000-byte entries
+    for i, name in enumerate("abc"):
+        cache.put("cubin", name, bytes(1000))
+        os.utime(cache.entry_path("cubin", name), (time.time() - 100 + i, time.time() - 100 + i))
+    assert cache.get("cubin", "a") == bytes(1000)           # a is used now: b is the least recently used
+    cache.put("cubin", "d", bytes(1000))
+    assert sorted(p.stem for p in (tmp_path / "cubin").iterdir()) == ["a", "c", "d"]
+    got = cache.info()
+    assert got["kinds"] == {"cubin": (3, 3 * (1000 + cache._HEADER))} and got["dir"] == tmp_path
+    monkeypatch.setenv("PTXDSL_CACHE_MAX_MB", "0")           # a cap of 0: only the entry just written stays
+    cache.put("cubin", "e", bytes(10))
+    assert [p.stem for p in (tmp_path / "cubin").iterdir()] == ["e"]
+    monkeypatch.setenv("PTXDSL_CACHE_MAX_MB", "lots")        # unreadable: the default
+    assert cache.max_bytes() == cache.DEFAULT_MAX_MB << 20
+
+
+def test_the_cache_command_shows_and_clears(tmp_path, monkeypatch, capsys):
+    from ptxdsl.cli import main
+
+    monkeypatch.setenv("PTXDSL_CACHE_DIR", str(tmp_path / "c"))
+    monkeypatch.delenv("PTXDSL_CACHE", raising=False)
+    monkeypatch.delenv("PTXDSL_CACHE_MAX_MB", raising=False)
+    cache.put("cubin", "x", b"12345")
+    assert main(["cache"]) == 0
+    out = capsys.readouterr().out
+    assert f"cache: {tmp_path / 'c'} (on; each kind kept under 1024 MiB: PTXDSL_CACHE_MAX_MB)" in out
+    assert f"  cubin: 1 file(s), {5 + cache._HEADER} bytes" in out
+    assert main(["cache", "clear"]) == 0
+    assert f"removed {tmp_path / 'c'} (1 file(s)" in capsys.readouterr().out
+    assert not (tmp_path / "c").exists()
+    assert main(["cache", "info"]) == 0 and "  empty" in capsys.readouterr().out

@@ -68,7 +68,7 @@ def test_emit_pinned_target(capsys):
 
 
 def test_emit_arch_below_an_instructions_floor_is_an_error(capsys):
-    assert main(["emit", "--arch", "sm_90", "--ptx", "7.8", str(EX / "tma_load_tile.py")]) == 2
+    assert main(["emit", "--arch", "sm_90", "--ptx", "7.8", str(EX / "tma_load_tile.py")]) == 1
     assert "below the 8.0 that" in capsys.readouterr().err
 
 
@@ -109,25 +109,46 @@ RING_BYTES = textwrap.dedent("""
 
 
 def test_check_runs_the_launch_checks_with_the_given_launch(tmp_path, capsys):
-    """A persistent ring whose mistake only a launch shows: `check --launch` finds it without a GPU, and
-    passes the correct example with the same launch."""
+    """A persistent ring whose mistake only a launch shows: plain `check` says the run of the threads did not run
+    and what it needs, `check --launch` finds the mistake without a GPU, and passes the correct example with the
+    same launch."""
     bad = tmp_path / "ring.py"
     bad.write_text(RING_BYTES.format(tests=str(ROOT / "tests")))
-    assert main(["check", str(bad)]) == 0                  # the build alone cannot tell
-    capsys.readouterr()
+    assert main(["check", str(bad)]) == 0                  # the build alone cannot tell...
+    out = capsys.readouterr().out
+    assert "copy: 4 of 5 launch check(s) hold, 1 not run without a launch's values" in out     # ...and says so
+    assert ("not run: the run of the CTA's threads (wait-never-armed, arrival-count, ring-parity, refill-race, "
+            "tma-load-race at launch) needs ntiles (--launch ntiles=VALUE), the grid (--grid X[,Y,Z])") in out
+    assert "`ptxdsl docs declared-launches`" in out
     assert main(["check", str(bad), "--launch", "ntiles=20,tiles_per_row=16", "--grid", "2"]) == 1
-    err = capsys.readouterr().err
-    assert "expect-tx-mismatch: kernel 'copy' launched with ntiles=20, grid=(2, 1, 1)" in err
+    out = capsys.readouterr().out
+    assert ("copy: --launch ntiles=20, tiles_per_row=16, grid=(2, 1, 1): 1 broken, 4 of 5 launch check(s) hold"
+            in out)
+    assert ("expect-tx-mismatch: kernel 'copy' launched with --launch ntiles=20, tiles_per_row=16, grid=(2, 1, 1): "
+            in out)
+    assert "(see `ptxdsl docs expect-tx-mismatch` or docs/verifier.md#expect-tx-mismatch)" in out
     assert main(["check", str(EX / "pipe_copy.py"), "--launch", "ntiles=200,tiles_per_row=16", "--grid", "8"]) == 0
-    assert ("pipe_copy: launch checks hold for ntiles=200, tiles_per_row=16, grid=(8, 1, 1), block=(64, 1, 1)"
+    assert ("pipe_copy: --launch ntiles=200, tiles_per_row=16, grid=(8, 1, 1): 5 of 5 launch check(s) hold"
             in capsys.readouterr().out)
 
 
+def test_check_launch_without_every_value_runs_what_it_can(capsys):
+    assert main(["check", str(EX / "pipe_copy.py"), "--launch", "tiles_per_row=16"]) == 0
+    out = capsys.readouterr().out
+    assert "pipe_copy: --launch tiles_per_row=16, grid=(1, 1, 1): 4 of 5 launch check(s) hold, 1 not run" in out
+    assert "needs ntiles (--launch ntiles=VALUE)" in out
+
+
 @pytest.mark.parametrize("argv, message", [
-    (["--launch", "ntiles=20"], "--launch gives no value for its parameter 'tiles_per_row'"),
-    (["--launch", "ntiles=x,tiles_per_row=1"], "--launch 'ntiles=x': expected name=integer"),
+    (["--launch", "ntiles=x,tiles_per_row=1"], "--launch ntiles=x: not an integer, a float, a .npy file or a Python "
+     "expression that evaluates (NameError: name 'x' is not defined)"),
+    (["--launch", "ntiles"], "--launch 'ntiles': expected NAME=VALUE"),
+    (["--launch", "ntiles=2.5,tiles_per_row=1"], "--launch ntiles=2.5: ntiles is a u32 parameter: give an integer"),
     (["--launch", "ntiles=2,tiles_per_row=1", "--grid", "0"], "--grid '0': expected up to three positive integers"),
     (["--launch", "ntiles=2,tiles_per_row=1", "--block", "1,2,3,4"], "--block '1,2,3,4': expected up to three"),
+    (["--launch", "ntiles=2,tiles_per_row=1", "--block", "32,32,2"], "block=(32, 32, 2) (2048 threads) breaks 'a block "
+     "of kernel 'pipe_copy' has at most 1024 threads'"),
+    (["--launch", "work=missing.npy"], "--launch work=missing.npy: cannot read it as a .npy table"),
 ])
 def test_check_launch_arguments_are_checked(argv, message, capsys):
     assert main(["check", str(EX / "pipe_copy.py"), *argv]) == 1
@@ -174,7 +195,7 @@ def test_run_a_file_without_a_host_check_is_not_run(tmp_path, capsys):
 def test_bad_file_reports_a_ptxdsl_error(tmp_path, capsys):
     bad = tmp_path / "bad.ptxd"
     bad.write_text("kernel k( {\n")
-    assert main(["emit", str(bad)]) == 2
+    assert main(["emit", str(bad)]) == 1
     assert "bad.ptxd:1" in capsys.readouterr().err
 
 
@@ -203,14 +224,14 @@ def test_files_the_command_line_cannot_read_are_errors(tmp_path, capsys):
         (str(tmp_path / "raises.py"), "raises.py:2: ValueError: boom"),
         (str(tmp_path / "syntax.py"), "syntax.py:1: "),
     ]
-    for cmd, rc in (("emit", 2), ("check", 1), ("run", 1)):
+    for cmd, rc in (("emit", 1), ("check", 1), ("run", 1), ("sass", 1)):    # the same status for the same error
         for path, text in cases:
             assert text in _error_of(capsys, [cmd, path], rc), (cmd, path)
 
 
 def test_a_bad_file_does_not_stop_the_next(tmp_path, capsys):
     missing = str(tmp_path / "missing.ptxd")
-    for cmd, rc in (("emit", 2), ("check", 1), ("run", 1)):
+    for cmd, rc in (("emit", 1), ("check", 1), ("run", 1)):
         assert main([cmd, missing, str(EX / "tma_load_tile.ptxd")]) == rc
         out = capsys.readouterr()
         assert "missing.ptxd: no such file" in out.err
@@ -219,7 +240,7 @@ def test_a_bad_file_does_not_stop_the_next(tmp_path, capsys):
 
 
 def test_an_unknown_kernel_names_those_the_file_defines(capsys):
-    err = _error_of(capsys, ["emit", "--kernel", "nope", str(EX / "tma_load_tile.py")], 2)
+    err = _error_of(capsys, ["emit", "--kernel", "nope", str(EX / "tma_load_tile.py")], 1)
     assert "no kernel 'nope'; the file defines tma_load_tile" in err
 
 
@@ -261,7 +282,7 @@ def test_python_m_ptxdsl_runs_the_command_line(tmp_path):
     assert e.returncode == 0, e.stderr
     assert e.stdout == (ROOT / "tests" / "golden" / "tma_store_tile.ptx").read_text()
     bad = ptxdsl("emit", "missing.py")
-    assert bad.returncode == 2 and bad.stderr.startswith("ptxdsl: error: missing.py: no such file")
+    assert bad.returncode == 1 and bad.stderr.startswith("ptxdsl: error: missing.py: no such file")
     usage = ptxdsl()
     assert usage.returncode == 2 and "usage: ptxdsl" in usage.stderr
 
@@ -284,10 +305,10 @@ def test_docs_prints_a_page_a_section_and_a_path(capsys):
 
 
 def test_docs_of_an_unknown_topic_is_an_error(capsys):
-    err = _error_of(capsys, ["docs", "no-such-rule"], 2)
+    err = _error_of(capsys, ["docs", "no-such-rule"], 1)
     assert "no page or section 'no-such-rule'; the pages are " in err and "verifier" in err
-    assert "no section 'nope' in verifier.md" in _error_of(capsys, ["docs", "verifier#nope"], 2)
-    assert "no page 'nope'" in _error_of(capsys, ["docs", "nope#x"], 2)
+    assert "no section 'nope' in verifier.md" in _error_of(capsys, ["docs", "verifier#nope"], 1)
+    assert "no page 'nope'" in _error_of(capsys, ["docs", "nope#x"], 1)
 
 
 @pytest.mark.parametrize("rule", sorted(RULES))
@@ -304,7 +325,7 @@ def test_every_verifier_message_names_a_section_the_docs_command_prints(rule, ca
 def test_a_verify_error_points_at_the_docs_command(tmp_path, capsys):
     bad = tmp_path / "bad.py"
     bad.write_text(BAD_TX)
-    err = _error_of(capsys, ["emit", str(bad)], 2)
+    err = _error_of(capsys, ["emit", str(bad)], 1)
     assert "bad.py:9: expect-tx-mismatch: " in err
     assert "(see `ptxdsl docs expect-tx-mismatch` or docs/verifier.md#expect-tx-mismatch)" in err
 
@@ -338,9 +359,10 @@ def test_sass_line_info_and_kernel_selection(monkeypatch, capsys):
     assert main(["sass", "--line-info", "--kernel", "tma_load_tile", str(EX / "tma_load_tile.ptxd")]) == 0
     (_, ptx), = calls
     assert '.file 1 "' in ptx.text and "tma_load_tile.ptxd" in ptx.text
-    assert _error_of(capsys, ["sass", "--kernel", "nope", str(EX / "tma_load_tile.py")], 2)
+    assert _error_of(capsys, ["sass", "--kernel", "nope", str(EX / "tma_load_tile.py")], 1)
 
 
+@pytest.mark.nvdisasm
 def test_sass_of_an_example_for_real(capsys):
     """With the `sass` extra installed (CI installs it): nvdisasm's SASS of the cubin, the builder's lines between."""
     pytest.importorskip("ptxdsl.sass", reason="ptxdsl.sass is not in this tree")
@@ -349,3 +371,39 @@ def test_sass_of_an_example_for_real(capsys):
     assert rc == 0, out.err
     assert ".text.tma_load_tile" in out.out and "UTMALDG" in out.out            # the TMA load
     assert "k.cp_async_bulk_tensor(tile, tmap, (x, y), mbar=bar)" in out.out    # tile_common.py's line
+
+
+def test_dump_dir_gets_what_emit_check_and_assemble_make(tmp_path, monkeypatch, capsys):
+    """PTXDSL_DUMP_DIR is not only px.compile's: emit writes the PTX, check the PTX and the cubin it assembled
+    (and its SASS with nvdisasm), px.assemble what it assembled."""
+    monkeypatch.setenv("PTXDSL_DUMP_DIR", str(tmp_path / "d"))
+    assert main(["emit", str(EX / "tma_load_tile.py")]) == 0
+    assert "ptxdsl: dumped " in capsys.readouterr().err
+    assert [p.suffix for p in (tmp_path / "d").iterdir()] == [".ptx"]
+    assert main(["check", str(EX / "tma_store_tile.py")]) == 0
+    suffixes = sorted(p.suffix for p in (tmp_path / "d").iterdir() if p.name.startswith("tma_store_tile-"))
+    assert {".ptx", ".cubin"} <= set(suffixes)
+    from tma_reduce_tile import KERNEL
+
+    text = px.emit(KERNEL).text
+    px.assemble(text, "sm_90a")                             # PTX text: the kernels' names come from its .entry
+    dumped = [p for p in (tmp_path / "d").iterdir() if p.name.startswith("tma_reduce_tile-")]
+    assert {p.suffix for p in dumped} >= {".ptx", ".cubin"}
+    assert next(p for p in dumped if p.suffix == ".ptx").read_text() == text
+
+
+def test_examples_are_listed_printed_and_copied_with_what_they_import(tmp_path, capsys):
+    assert main(["examples"]) == 0
+    out = capsys.readouterr().out
+    assert "  pipe_copy.py\n" in out and "  tma_load_tile.ptxd\n" in out and "__" not in out
+    assert main(["examples", "pipe_copy"]) == 0
+    assert capsys.readouterr().out == (EX / "pipe_copy.py").read_text()
+    assert main(["examples", "tma_load_tile.ptxd", "--copy", str(tmp_path / "ex")]) == 0
+    copied = sorted(p.name for p in (tmp_path / "ex").iterdir())
+    assert copied == ["tile_common.py", "tma_load_tile.ptxd", "tma_load_tile.py"]     # its .py and what that imports
+    capsys.readouterr()
+    assert main(["check", str(tmp_path / "ex" / "tma_load_tile.ptxd")]) == 0           # the copy checks where it lands
+    assert "launch check(s) hold" in capsys.readouterr().out
+    assert "already exist" in _error_of(capsys, ["examples", "tma_load_tile", "--copy", str(tmp_path / "ex")], 1)
+    assert "no example 'nope'; the examples are pipe_axpy.py" in _error_of(capsys, ["examples", "nope"], 1)
+    assert "no example '../README.md'" in _error_of(capsys, ["examples", "../README.md"], 1)

@@ -82,7 +82,8 @@ def test_compile_loads_nvjitlinks_cubin(monkeypatch, tmp_path):
     prog = px.compile(k)
     major, minor = prog.device.compute_capability
     assert prog.arch == f"sm_{major}{minor}a" and prog.loaded_from == "cubin" and prog.jit_reason == ""
-    assert prog.cubin == px.assemble(prog.ptx, prog.arch).cubin        # the bytes `ptxdsl check` reports on
+    lineinfo = ["-lineinfo"] if prog.line_info else []               # PTXDSL_LINE_INFO=1 (the sanitizer job)
+    assert prog.cubin == px.assemble(prog.ptx, prog.arch, options=lineinfo).cubin   # what `ptxdsl check` reports on
     attrs = prog.module.function("tma_store_tile").attributes
     assert attrs["binary_version"] == major * 10 + minor
     assert prog.resources["tma_store_tile"].registers == attrs["num_regs"]

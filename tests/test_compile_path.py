@@ -244,6 +244,7 @@ def fake_gpu(monkeypatch, tmp_path):
     return module
 
 
+@pytest.mark.nvdisasm
 def test_program_loads_the_cubin_and_exposes_it(fake_gpu, monkeypatch, tmp_path):
     from tma_store_tile import k
 
@@ -312,3 +313,17 @@ def test_program_refuses_a_target_the_device_cannot_run(fake_gpu):
         k.mov(1, px.u32)
     with pytest.raises(TargetError, match="sm_100a breaks 'the kernel runs on this device'"):
         px.compile(k)
+
+
+def test_line_info_from_the_environment_is_on_the_program(fake_gpu, monkeypatch):
+    """PTXDSL_LINE_INFO=1 (the sanitizer job): the program says so, and its cubin is nvJitLink's with -lineinfo
+    (what test_compile_gpu compares it with)."""
+    from tma_store_tile import k
+
+    monkeypatch.setenv("PTXDSL_LINE_INFO", "1")
+    prog = px.compile(k)
+    assert prog.line_info and '.loc' in prog.ptx.text
+    assert prog.cubin == px.assemble(prog.ptx, prog.arch, options=["-lineinfo"]).cubin
+    assert prog.cubin != px.assemble(prog.ptx, prog.arch).cubin
+    monkeypatch.setenv("PTXDSL_LINE_INFO", "0")
+    assert not px.compile(k).line_info

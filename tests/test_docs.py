@@ -51,7 +51,10 @@ def _kind(code: str) -> str:
 
 
 def _params(kind: str):
-    return [pytest.param(page, line, code, id=f"{page}:{line}") for page, line, code in BLOCKS if _kind(code) == kind]
+    """The blocks of one kind; a block that disassembles (ptxdsl.sass) needs nvdisasm, the `sass` extra."""
+    return [pytest.param(page, line, code, id=f"{page}:{line}",
+                         marks=[pytest.mark.nvdisasm] if "ptxdsl.sass" in code or ".sass" in code else [])
+            for page, line, code in BLOCKS if _kind(code) == kind]
 
 
 def test_every_page_has_its_blocks_found():

@@ -419,7 +419,7 @@ SPEC_F32 = px.TensorMapSpec.tiled_for((64, 64), "f32", (16, 16))
     (lambda k, e: k.setmaxnreg_dec(16), DSLError, "out of range"),
     (lambda k, e: k.st_async("u64", e.smem_remote, (e.r64,) * 4, e.bar_remote), DSLError, "128 bits"),
     (lambda k, e: k.mapa(e.gptr, 1), DSLError, "got a global address"),
-    (lambda k, e: k.mapa(e.r32, 1, space=""), DSLError, "64-bit"),
+    (lambda k, e: k.mapa(e.r64, 1, space="", type="u32"), DSLError, "is a 64-bit address; this instruction"),
     (lambda k, e: k.tensormap_cp_fenceproxy(e.gptr, e.tms, scope="warp"), DSLError, "scope"),
     (lambda k, e: k.fence_proxy_tensormap("acquire", "gpu", e.gptr), DSLError, "generic"),
     (lambda k, e: k.prefetch_tensormap(e.gptr, space="param"), DSLError, "param"),

@@ -820,3 +820,32 @@ def test_freeing_in_a_context_a_fault_took_down_is_quiet(monkeypatch, code, quie
     else:
         with pytest.raises(CudaError, match="CUDA_ERROR_INVALID_VALUE"):
             memory._release(device, 0x1000)
+
+
+class CupyLike(DLPackOnly):
+    """A CuPy array's surface: DLPack, and a type whose module is CuPy's."""
+
+
+CupyLike.__module__ = "cupy._core.core"
+
+
+def test_cupy_arrays_launch_on_cupys_current_stream(fake, monkeypatch):
+    """As torch tensors take torch's current stream: with CuPy arrays and no stream=, CuPy's current stream (its
+    DLPack export is ordered before it); an explicit stream wins; a launch without CuPy arrays keeps the default."""
+    import sys
+    from types import SimpleNamespace
+
+    current = SimpleNamespace(ptr=0xC0DE)
+    monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(cuda=SimpleNamespace(get_current_stream=lambda: current)))
+    p = plan(("a", "ptr", types.u64), fake=fake)
+    arr = CupyLike(dtype="float32")
+    p(arr, grid=1, block=32)
+    assert fake.last["stream"] == 0xC0DE and arr.calls[-1]["stream"] == 0xC0DE
+    assert fake.last["params"] == [struct.pack("<Q", arr.ptr)]
+    current.ptr = 0                                         # CuPy's default stream: the legacy one
+    p(arr, grid=1, block=32)
+    assert fake.last["stream"] == 0 and arr.calls[-1]["stream"] == 1     # DLPack spells the legacy stream 1
+    p(arr, grid=1, block=32, stream=StreamProtocol(21))
+    assert fake.last["stream"] == 21
+    p(DLPackOnly(dtype="float32"), grid=1, block=32)        # not CuPy's: the default stream
+    assert fake.last["stream"] == 0

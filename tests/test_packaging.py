@@ -28,11 +28,14 @@ def test_every_folder_of_the_package_is_in_the_wheel():
 
 
 def test_the_grammar_and_the_docs_ship_as_package_data():
-    assert SETUPTOOLS["package-dir"] == {"ptxdsl.grammar": "grammar", "ptxdsl.docs": "docs"}
+    assert SETUPTOOLS["package-dir"] == {"ptxdsl.grammar": "grammar", "ptxdsl.docs": "docs",
+                                         "ptxdsl.examples": "examples"}
     data = SETUPTOOLS["package-data"]
     assert data["ptxdsl.grammar"] == ["*.lark"] and data["ptxdsl.docs"] == ["*.md"]
-    assert data["ptxdsl"] == ["py.typed"] and (ROOT / "ptxdsl" / "py.typed").is_file()
-    assert {"ptxdsl.grammar", "ptxdsl.docs"} <= set(SETUPTOOLS["packages"])
+    assert data["ptxdsl.examples"] == ["*.py", "*.ptxd"]
+    assert data["ptxdsl"] == ["py.typed", "*.pyi"] and (ROOT / "ptxdsl" / "py.typed").is_file()
+    assert (ROOT / "ptxdsl" / "builder.pyi").is_file()        # the builder's type stub (ptxdsl.stubgen)
+    assert {"ptxdsl.grammar", "ptxdsl.docs", "ptxdsl.examples"} <= set(SETUPTOOLS["packages"])
 
 
 def test_the_license_is_apache_2():

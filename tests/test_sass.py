@@ -1,6 +1,7 @@
 """SASS (ptxdsl.sass, nvdisasm from the `ptxdsl[sass]` extra): the builder's Python and .ptxd lines under the code
 they became, one kernel's section, the setmaxnreg trap as nvJitLink's SASS shows it, the errors, and
-PTXDSL_DUMP_DIR. CI installs the extra, so these tests run there (none skips when nvdisasm is missing: they fail)."""
+PTXDSL_DUMP_DIR. The tests that need nvdisasm are marked `nvdisasm`: without the extra they skip with the reason;
+CI installs it and sets PTXDSL_REQUIRE_NVDISASM=1, so there a missing nvdisasm fails them."""
 from __future__ import annotations
 
 import re
@@ -29,6 +30,7 @@ def lined_cubin(kernel):
     return ptx, px.assemble(ptx, "sm_90a", options=["-lineinfo"]).cubin
 
 
+@pytest.mark.nvdisasm
 def test_sass_shows_the_builders_python_lines():
     from tma_store_tile import k
 
@@ -46,6 +48,7 @@ def test_sass_shows_the_builders_python_lines():
     assert "UTMALDG" in out and "UTMASTG" in out           # the TMA load and store, in SASS
 
 
+@pytest.mark.nvdisasm
 def test_sass_shows_the_ptxd_lines():
     path = ROOT / "examples" / "tma_store_tile.ptxd"
     (kernel,) = lang.load(path)
@@ -59,6 +62,7 @@ def test_sass_shows_the_ptxd_lines():
     assert any("mbarrier" in m["text"] for m in marks)
 
 
+@pytest.mark.nvdisasm
 def test_without_line_info_there_are_no_markers():
     from tma_store_tile import k
 
@@ -75,6 +79,7 @@ def two_kernel_module():
     return px.module(a, b)
 
 
+@pytest.mark.nvdisasm
 def test_one_kernels_section():
     mod = two_kernel_module()
     cubin = px.assemble(px.emit(mod), "sm_90a").cubin
@@ -100,6 +105,7 @@ def setmaxnreg_kernel():
     return k
 
 
+@pytest.mark.nvdisasm
 def test_setmaxnreg_goes_to_the_driver_jit_because_nvjitlink_drops_it():
     """The trap as measured: nvJitLink compiles PTX as relocatable code, ptxas then drops setmaxnreg (C7504) and the
     SASS has no USETMAXREG; so the compile path loads such a module through the driver JIT (whole program), which
@@ -141,6 +147,7 @@ def test_missing_nvdisasm_names_the_extra(monkeypatch):
         sass.nvdisasm_path.cache_clear()
 
 
+@pytest.mark.nvdisasm("wheel")
 def test_nvdisasm_is_found_from_the_wheel_when_pathfinder_cannot(monkeypatch):
     import cuda.pathfinder
 
@@ -159,6 +166,7 @@ def test_not_a_cubin(bad):
         disassemble(bad)
 
 
+@pytest.mark.nvdisasm
 def test_dump_dir_gets_ptx_cubin_and_sass(tmp_path, monkeypatch):
     from tma_store_tile import k
 

@@ -206,8 +206,9 @@ class CpReduceAsyncBulkGlobal(_Hinted):
     excludes = _type_excludes(REDUCE_BULK_TYPES["global"], "global memory") + (
         ({"op": "add", "type": ("f16", "bf16"), "noftz": False}, ".add.f16/.bf16 needs .noftz; pass noftz=True"),
         ({"noftz": True, "op": ("min", "max", "inc", "dec", "and", "or", "xor")}, ".noftz is for .add"),
-        ({"noftz": True, "type": ("b32", "b64", "u32", "s32", "u64", "s64", "f32", "f64")}, ".noftz is for f16/bf16"))
+        ({"noftz": True, "type": ("b32", "b64", "u32", "s32", "u64", "s64", "f64")}, ".noftz is for f16, bf16 and f32"))
     floor = Req((8, 0))
+    raises = (({"noftz": True, "type": "f32"}, Req((9, 4))),)      # ptxas: .noftz with .f32 from PTX ISA 9.4
     family, level = "bulk", "gpu"
     method = "cp_reduce_async_bulk"
     note = "run on the H200: add.f32, add.noftz.bf16, min.s32, max.u32, and.b32, inc.u32"

@@ -61,7 +61,6 @@ class Mapa(Op):
                 Slot("addr", Address(lambda op: "shared::cta" if op.space else "", bracket=False,
                                      width=lambda op: op.type.bits)),
                 Slot("rank", Value(u32)))
-    excludes = (({"space": None, "type": "u32"}, "a generic address is 64-bit"),)
     floor = Req((7, 8))
     family, level = "cluster", "gpu"
     note = "run on the H200: mapa.shared::cluster.u32"
@@ -83,7 +82,6 @@ class Getctarank(Op):
     ptx = "getctarank{.<space>}.<type>"
     quals = {"space": GENERIC_OR_CLUSTER, "type": ADDR_TYPE}
     operands = (Slot("d", Dst(u32)), Slot("addr", Address("space", bracket=False, width=lambda op: op.type.bits)))
-    excludes = (({"space": None, "type": "u32"}, "a generic address is 64-bit"),)
     floor = Req((7, 8))
     family, level = "cluster", "gpu"
     note = "run on the H200: getctarank.shared::cluster.u32"

@@ -187,10 +187,11 @@ MUL_MODES = {"lo": INTS, "hi": INTS, "wide": ("u16", "u32", "s16", "s32"), **ROU
 SAT_ROUND = (({"sat": True, "type": "f16", "mode": ("rz", "rm", "rp")}, "f16 rounds only .rn"),)
 MINMAX_FLAGS = {"relu": ("s32",), "ftz": HALF_FTZ, "nan": ("f16", "bf16", "f32"), "xorsign_abs": ("f16", "bf16", "f32")}
 
-Add = _arith("add", INTS + FLOATS, modes=ROUNDED, flags=ADD_FLAGS, doc="add: d = a + b ({.rn,.rz,.rm,.rp} and "
-             ".ftz on floats, .sat on s32/f16/f32).")
-Sub = _arith("sub", INTS + FLOATS, modes=ROUNDED, flags=ADD_FLAGS, doc="sub: d = a - b.")
+Add = _arith("add", INTS + FLOATS, modes=ROUNDED, flags=ADD_FLAGS, excludes=SAT_ROUND, doc="add: d = a + b "
+             "({.rn,.rz,.rm,.rp} and .ftz on floats, .sat on s32/f16/f32).")
+Sub = _arith("sub", INTS + FLOATS, modes=ROUNDED, flags=ADD_FLAGS, excludes=SAT_ROUND, doc="sub: d = a - b.")
 Mul = _arith("mul", INTS + FLOATS, modes=MUL_MODES, flags={"ftz": HALF_FTZ, "sat": ("f16", "f32")},
+             excludes=SAT_ROUND,
              doc="mul: d = a * b (integers: .lo, .hi or .wide, the half of the product; default .lo).")
 Div = _arith("div", INTS + F32_64, modes={"rn": F32_64, "rz": F32_64, "rm": F32_64, "rp": F32_64,
                                          "approx": ("f32",), "full": ("f32",)}, flags={"ftz": ("f32",)},
@@ -215,9 +216,6 @@ Clz = _arith("clz", ("b32", "b64", "u32", "u64", "s32", "s64"), unary=True, bits
              doc="clz: d = the number of leading zero bits of a (d is .u32).")
 Brev = _arith("brev", ("b32", "b64", "u32", "u64", "s32", "s64"), unary=True, bits=True,
               doc="brev: d = the bits of a reversed.")
-Add.excludes += SAT_ROUND
-Sub.excludes += SAT_ROUND
-Mul.excludes += SAT_ROUND
 
 
 class Mad(Op):

@@ -513,7 +513,3 @@ def infer_type(what: str, q: TypeQual, given: dict):
 def _reg_text(v) -> str:
     return getattr(v, "name", repr(v))
 
-
-def op_classes(family: str | None = None) -> list:
-    """The declared op classes (of one family), in declaration order."""
-    return [c for c in OPS if family is None or c.family == family]

@@ -174,7 +174,7 @@ def fits(what: str, v, t: ScalarType) -> None:
                        f"it with k.cvt({t.name!r}, ...) or reinterpret its bits with k.mov(x, type='b{t.bits}')")
     if t.kind in "us" and have.kind == "f":
         raise DSLError(f"{what}={describe(v)}: expected an integer (.{t.name}), got a float (.{have.name}); convert "
-                       f"it with k.cvt({t.name!r}, ...) or reinterpret its bits with k.mov(x, type='b{t.bits}')")
+                       f"it with k.cvt({t.name!r}, ...)")
 
 
 def _immediate(what, v, t: ScalarType, lo, hi) -> Imm:
@@ -238,14 +238,14 @@ class Value(Kind):
     def text(self, op, v) -> str:
         return _hex(v, self.hex)
 
+    def __repr__(self) -> str:
+        return f"Value({getattr(self.type, 'name', self.type)})"
+
 
 def _hex(v, digits: int) -> str:
     if digits and isinstance(v, Imm) and isinstance(v.value, int) and v.value >= 0:
         return f"0x{v.value:0{digits}X}"
     return str(v)
-
-    def __repr__(self) -> str:
-        return f"Value({getattr(self.type, 'name', self.type)})"
 
 
 class Const(Kind):
@@ -414,7 +414,7 @@ class Address(Kind):
             if have is not None and have != width:
                 raise DSLError(f"{what}={describe(base)} is a {have}-bit address; this instruction (.u{width}) takes "
                                f"a {width}-bit one")
-        a = memory(what, v, space)
+        a = memory(what, v, space, narrow_generic=width == 32)
         if self.align and isinstance(a.base, SharedAlloc) and (a.base.align < self.align or a.offset % self.align):
             raise DSLError(f"{what}: {describe(a.base)} at offset {a.offset} (align {a.base.align}) is not "
                            f"{self.align}-byte aligned")
@@ -431,8 +431,9 @@ class Address(Kind):
         return f"[{name}]" if self.bracket else name
 
 
-def memory(what: str, v, space: str) -> Addr:
-    """A memory operand in `space` ('global', 'shared::cta', 'shared::cluster', 'param', generic '')."""
+def memory(what: str, v, space: str, narrow_generic: bool = False) -> Addr:
+    """A memory operand in `space` ('global', 'shared::cta', 'shared::cluster', 'param', generic ''); a 32-bit
+    generic one only where the instruction names its address width (`narrow_generic`: mapa.u32, getctarank.u32)."""
     if isinstance(v, Addr):
         base = v.base
     else:
@@ -452,7 +453,7 @@ def memory(what: str, v, space: str) -> Addr:
         if base.type is pred or base.type.reg_bits not in (32, 64) or base.type.kind == "f":
             raise DSLError(f"{what}={describe(base)}: an address is a 32- or 64-bit integer register (.u32, .u64), "
                            f"not .{base.type.name}")
-        if space in ("global", "") and base.type.reg_bits != 64:
+        if space in ("global", "") and base.type.reg_bits != 64 and not (narrow_generic and space == ""):
             raise DSLError(f"{what}={describe(base)}: a {space or 'generic'} address must be 64-bit")
         if base.space is not None and not _space_ok(base.space, space):
             raise DSLError(f"{what}={describe(base)}: expected a {space or 'generic'} address, "

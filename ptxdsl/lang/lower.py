@@ -18,7 +18,7 @@ from .. import fold as _fold
 from .. import sreg as _sreg
 from ..builder import KernelBuilder
 from ..errors import DSLError, PtxdslError, SourceLoc
-from ..ir import SINK, Addr, Instr, Label, Param, PredNot, Reg, SharedAlloc, SpecialReg, WaitLoop
+from ..ir import SINK, Addr, Instr, Label, Param, PredNot, Reg, SharedAlloc, SpecialReg, TensorMapRef, WaitLoop
 from ..tensormap import TensorMapSpec
 from ..types import ALL_TYPES, pred, scalar_type
 from . import ast, forms
@@ -463,7 +463,10 @@ class _KernelLowering:
                                    f"{', '.join(row.tensors) or 'the tensor copies'}")
                 if coords in kwargs:
                     raise DSLError(f"{mnemonic}: only one tensor operand [tmap, {{...}}] is allowed")
-                kwargs[param] = self.operand(o.addr, row, param)
+                tmap = self.operand(o.addr, row, param)
+                if isinstance(tmap, Reg):       # [rd, {...}]: the map at a register's generic address
+                    tmap = TensorMapRef(tmap)
+                kwargs[param] = tmap
                 kwargs[coords] = tuple(self.value(c) for c in o.coords.items)
             else:
                 kwargs[param] = self.operand(o, row, param)

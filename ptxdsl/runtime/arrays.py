@@ -9,6 +9,8 @@ arrives with its own methods.
 """
 from __future__ import annotations
 
+from numbers import Integral
+
 from . import dlpack
 
 HOST = -1               # View.device of memory only the host can read
@@ -121,9 +123,16 @@ def _torch(t) -> View:
         device = getattr(getattr(t, "device", None), "index", None)
     if device == HOST:
         raise NotAnArray("an array is in device memory (tensor.cuda())", kind="host")
-    itemsize = t.element_size()
-    return View(int(t.data_ptr()), device, tuple(t.shape), tuple(s * itemsize for s in t.stride()),
-                torch_dtype_name(t.dtype), itemsize, "torch")
+    itemsize, address = t.element_size(), t.data_ptr()
+    if isinstance(address, bool) or not isinstance(address, Integral):
+        raise NotAnArray(f"a tensor's data_ptr() is an integer address (it returned {address!r:.60})")
+    if not isinstance(itemsize, Integral) or isinstance(itemsize, bool) or itemsize < 0:
+        raise NotAnArray(f"a tensor's element_size() is a byte count (it returned {itemsize!r:.60})")
+    try:
+        return View(int(address), device, tuple(t.shape), tuple(s * itemsize for s in t.stride()),
+                    torch_dtype_name(t.dtype), itemsize, "torch")
+    except (TypeError, ValueError) as e:
+        raise NotAnArray(f"a tensor has a shape, strides and a dtype ({type(e).__name__}: {e})") from None
 
 
 def _numpy(a) -> View:

@@ -24,6 +24,8 @@ from numbers import Integral, Real
 from cuda.bindings import driver
 
 from .. import log
+from ..limits import MAX_BLOCK_THREADS, block_threads
+from ..limits import launch_dims as _dims       # the launch limits of compute capability 9.x/10.x devices
 from ..errors import CudaError, LaunchError, PtxdslError, SourceLoc
 from ..tensormap import TensorMapSpec
 from . import arrays
@@ -33,9 +35,6 @@ from .memory import DeviceArray
 from .module import Function
 from .tensormap import encode
 
-# Per-dimension launch limits of compute capability 9.x/10.x devices.
-DIM_MAX = {"grid": (2**31 - 1, 65535, 65535), "block": (1024, 1024, 64), "cluster": (16, 16, 16)}
-MAX_BLOCK_THREADS = 1024
 PORTABLE_CLUSTER = 8
 NON_PORTABLE_CLUSTER = 16
 DEFAULT_SHARED_LIMIT = 48 * 1024       # static + dynamic bytes a kernel gets without opting in
@@ -167,7 +166,7 @@ class Plan:
                 self._configure(grid, block, shared_bytes, cluster)
             if self._checks is not None:
                 self._check(given, grid, block, cluster, shared_bytes)
-            torch_seen = False
+            torch_seen = cupy_seen = False
             deferred = None
             if self._n:
                 for pack, value in zip(self._packers, args):
@@ -175,12 +174,15 @@ class Plan:
                     if r is not None:
                         if r is True:
                             torch_seen = True
-                        elif deferred is None:
-                            deferred = [r]
                         else:
-                            deferred.append(r)
+                            cupy_seen = cupy_seen or getattr(r, "cupy", False)
+                            if deferred is None:
+                                deferred = [r]
+                            else:
+                                deferred.append(r)
             if stream is None:
-                hstream = self._torch_current() if torch_seen else self._default_stream
+                hstream = (self._torch_current() if torch_seen else self._cupy_current() if cupy_seen
+                           else self._default_stream)
             elif stream is self._stream_key:
                 hstream = self._stream
             else:
@@ -251,6 +253,11 @@ class Plan:
             raise LaunchError(f"stream={_show(stream)} breaks '{e}'", rule="launch.stream") from None
         self._stream_key, self._stream = stream, h
         return h
+
+    def _cupy_current(self) -> driver.CUstream:
+        """CuPy's current stream, as torch's is taken for torch tensors (a launch given CuPy arrays and no
+        stream= runs where CuPy's own kernels would)."""
+        return driver.CUstream(streams.cupy_current())
 
     def _torch_current(self) -> driver.CUstream:
         h = streams.torch_current(self._ordinal)
@@ -402,7 +409,10 @@ class Plan:
                              "arg-type")
         if (callable(getattr(value, "data_ptr", None)) or hasattr(value, "__dlpack__")
                 or arrays._cuda_array_interface(value) is not None):
-            return lambda hstream: self._protocol_pointer(i, value, slot, hstream)
+            def finish(hstream):
+                self._protocol_pointer(i, value, slot, hstream)
+            finish.cupy = streams.is_cupy(value)        # the launch then defaults to CuPy's current stream
+            return finish
         raise self.error(i, value, "a pointer argument is a DeviceArray, a torch tensor, a __dlpack__ or "
                          "__cuda_array_interface__ object, or a 64-bit address", "arg-type")
 
@@ -510,27 +520,8 @@ def _wait_for_producer(producer, consumer: int) -> None:
         call(driver.cuEventDestroy, event)
 
 
-def _dims(value, what: str) -> tuple[int, int, int]:
-    try:
-        dims = (value,) if isinstance(value, Integral) else None if isinstance(value, str) else tuple(value)
-    except TypeError:
-        dims = None
-    if dims is None or not 1 <= len(dims) <= 3 or not all(isinstance(d, Integral) for d in dims):
-        raise LaunchError(f"{what}={value!r} breaks '{what} is an int or 1 to 3 ints (x, y, z)'",
-                          rule=f"launch.{what}-shape")
-    dims = tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
-    for axis, d, top in zip("xyz", dims, DIM_MAX[what]):
-        if not 1 <= d <= top:
-            raise LaunchError(f"{what}.{axis}={d} breaks '{what}.{axis} is 1..{top}'", rule=f"launch.{what}-range")
-    return dims
-
-
 def _check_block(function: Function, block: tuple[int, int, int]) -> None:
-    threads = math.prod(block)
-    limit = min(MAX_BLOCK_THREADS, function.max_threads_per_block)
-    if threads > limit:
-        raise LaunchError(f"block={block} ({threads} threads) breaks 'a block of kernel {function.name!r} has at "
-                          f"most {limit} threads'", rule="launch.block-threads")
+    block_threads(block, min(MAX_BLOCK_THREADS, function.max_threads_per_block), function.name)
 
 
 def _check_shared(function: Function, shared_bytes) -> None:

@@ -1,6 +1,7 @@
 """Which CUDA stream a launch goes to, read from what the caller holds: any object with `__cuda_stream__`
 (cuda.core, CuPy, torch streams), an object with a `cuda_stream` handle (older torch streams), a `CUstream`, or an
-int handle. torch's current stream is read through torch itself, only when the caller passed torch tensors."""
+int handle. torch's current stream is read through torch itself, only when the caller passed torch tensors, and
+CuPy's through CuPy, only when the caller passed CuPy arrays."""
 from __future__ import annotations
 
 import sys
@@ -42,6 +43,17 @@ def handle(stream) -> int:
 
 
 _torch_raw_stream = None
+
+
+def cupy_current() -> int:
+    """CuPy's current stream (cupy is already imported: a CuPy array was passed): the handle of
+    cupy.cuda.get_current_stream(), 0 for its default (legacy) stream."""
+    return int(sys.modules["cupy"].cuda.get_current_stream().ptr)
+
+
+def is_cupy(obj) -> bool:
+    """A CuPy array, told by its type's module so cupy is never imported to ask."""
+    return type(obj).__module__.split(".", 1)[0] == "cupy"
 
 
 def torch_current(ordinal: int) -> int:

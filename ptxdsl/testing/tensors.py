@@ -28,8 +28,9 @@ def tensor_bytes(spec: TensorMapSpec) -> int:
 
 
 def random_values(rng, dtype: str, n: int, how: str = "bits") -> np.ndarray:
-    """n elements of `dtype` as bytes (uint8): raw random bits, small integers (-4..4 for signed and float
-    types, 0..8 for unsigned; floats get signed zeros) or finite floats of mixed magnitude."""
+    """n elements of `dtype` as bytes (uint8), as `how` names them: "bits" (raw random bits: NaNs and
+    infinities included in a float type), "small" (small integers: -4..4 for signed and float types, 0..8 for
+    unsigned; floats get signed zeros) or "finite" (finite floats of mixed magnitude)."""
     np_dtype = to_numpy(scalar_type(dtype))
     esize = DTYPES[dtype][1]
     if how == "bits":
@@ -47,8 +48,9 @@ def random_values(rng, dtype: str, n: int, how: str = "bits") -> np.ndarray:
 
 
 def random_tensor(spec: TensorMapSpec, seed: int = 0, values: str = "bits") -> np.ndarray:
-    """tensor_bytes(spec) random bytes (uint8) holding the tensor, padding included, drawn from `seed` as
-    `random_values` says."""
+    """tensor_bytes(spec) random bytes (uint8) holding the tensor, padding included, drawn from `seed`;
+    `values` is "bits" (raw random bits, the default), "small" (small integers) or "finite" (finite floats of
+    mixed magnitude), as `random_values` says."""
     n = tensor_bytes(spec) // spec.elem_bytes
     return random_values(np.random.default_rng(seed), spec.dtype, n, values)
 

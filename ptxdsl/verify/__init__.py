@@ -31,21 +31,19 @@ Rules are data (`rules.RULES`). The checks read only the ops' declared effects (
 """
 from __future__ import annotations
 
-import os
-
-from ..errors import DSLError, SourceLoc, TargetError, VerifyError
+from ..errors import DSLError, SourceLoc, TargetError, VerifyError, shown_path
 from ..ir import Addr, Kernel, Reg, SharedAlloc
 from ..target import resolve_target
 from . import kernel as kernel_rules
 from .facts import facts_of, key_name
 from .flow import Flow
-from .launch import check_launch, launch_plan
+from .launch import Launch, Outcome, check_launch, explain_launch, launch_plan
 from .ring import ring_findings
 from .rules import RULES, Diagnostic, Rule, diag, order
 from .state import stmts_loc
 
-__all__ = ["RULES", "Diagnostic", "Rule", "barrier_names", "check", "check_launch", "device_checks",
-           "format_diagnostics", "launch_plan", "verify_kernel"]
+__all__ = ["RULES", "Diagnostic", "Launch", "Outcome", "Rule", "barrier_names", "check", "check_launch",
+           "device_checks", "explain_launch", "format_diagnostics", "launch_plan", "verify_kernel"]
 
 
 def check(kernel: Kernel) -> list[Diagnostic]:
@@ -80,12 +78,14 @@ def verify_kernel(k: Kernel) -> None:
 
 
 def format_diagnostics(diags) -> str:
-    """`file:line: rule-name: message` per finding, like a linter (paths relative to the working directory)."""
+    """`file:line: rule-name: message (see ...)` per finding, like a linter (paths relative to the working
+    directory), each ending with the command that prints the rule's section of the docs."""
     lines = []
     for d in diags:
         tag = "warning: " if d.severity == "warning" else ""
         where = f"{_path(d.loc.file)}:{d.loc.line}: " if d.loc is not None else ""
-        lines.append(f"{where}{d.rule}: {tag}{d.message}")
+        see = f" (see {RULES[d.rule].doc})" if d.rule in RULES and "ptxdsl docs" not in d.message else ""
+        lines.append(f"{where}{d.rule}: {tag}{d.message}{see}")
     return "\n".join(lines)
 
 
@@ -119,11 +119,7 @@ def device_checks(k: Kernel) -> dict:
 
 
 def _path(file: str) -> str:
-    try:
-        rel = os.path.relpath(file)
-    except ValueError:
-        return file
-    return file if rel.startswith("..") else rel
+    return shown_path(file)
 
 
 def _findings(k: Kernel) -> list[Diagnostic]:

@@ -271,21 +271,32 @@ class RingCheck(Check):
         return self.names + ("grid",)
 
     def evaluate(self, env):
+        return self.run(env)[0]
+
+    def run(self, env) -> tuple:
+        """(the verdict evaluate returns, how the runs ended: [(ctaid.x, "end" | "budget" | "gave-up", steps)])."""
         from .ring import LAUNCH_BUDGET, ring_findings
 
-        found = ring_findings(self.kernel, params=env.scalars, block=env.block, grid=env.grid, budget=LAUNCH_BUDGET,
-                              memory=env.memory)
+        ends = []
+
+        def follow(cta):
+            outcome = {}
+            found = ring_findings(self.kernel, params=env.scalars, block=env.block, grid=env.grid,
+                                  budget=LAUNCH_BUDGET, memory=env.memory, cta=cta, outcome=outcome)
+            ends.append((cta, outcome.get("end", "end"), outcome.get("steps", 0)))
+            return found
+
+        found = follow(0)
         if not found and env.memory and env.grid:       # tables in memory: CTAs take different paths
             for cta in sorted({1, env.grid[0] - 1} - {0}):
                 if cta < env.grid[0]:
-                    found = ring_findings(self.kernel, params=env.scalars, block=env.block, grid=env.grid,
-                                          budget=LAUNCH_BUDGET, memory=env.memory, cta=cta)
+                    found = follow(cta)
                     if found:
                         break
         if not found:
-            return None
+            return None, ends
         f = found[0]
-        return f.rule, f.message, next((s.loc for s in f.stmts if getattr(s, "loc", None)), None)
+        return (f.rule, f.message, next((s.loc for s in f.stmts if getattr(s, "loc", None)), None)), ends
 
 
 def cluster_size(dims) -> int | None:

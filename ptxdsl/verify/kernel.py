@@ -1,7 +1,8 @@
 """Kernel-wide rules: smem-capacity (shared memory over what ptxas or the device allows), cluster-size (a
 cluster over 8 CTAs needs the non-portable opt-in; over 16 is impossible), debug-timeout (debug= is neither
 a bool nor a positive number of seconds), unchecked-tensormap (a tensor-map parameter a TMA instruction uses
-has no TensorMapSpec: its checks wait for the launch)."""
+has no TensorMapSpec: its checks wait for the launch), mbarrier-state-token (mbarrier.pending_count of a constant:
+ptxas fails inside itself on it)."""
 from __future__ import annotations
 
 import math
@@ -16,7 +17,7 @@ PORTABLE_CLUSTER, MAX_CLUSTER = 8, 16
 
 def findings(k: Kernel):
     """Every kernel-wide finding."""
-    for check in (capacity, cluster_size, debug_timeout, unchecked_maps):
+    for check in (capacity, cluster_size, debug_timeout, unchecked_maps, state_tokens):
         yield from check(k)
 
 
@@ -76,3 +77,20 @@ def unchecked_maps(k: Kernel):
                    f"{lines([s for s, _ in sites])} is checked only when the kernel is launched: "
                    f"{', '.join(off)}; declare it with param_tensormap({p.name!r}, spec) (in .ptxd: "
                    f"`tensormap {p.name}: DTYPE[SHAPE] box [...]`) to check them now", p.loc)
+
+
+def state_tokens(k: Kernel):
+    """mbarrier.pending_count reads the state token an arrive returned; of a register that holds a constant (a
+    mov of an immediate), ptxas 13 fails with an internal error (C7907) instead of a message."""
+    from .facts import facts_of
+
+    counts = [ins for ins in k.walk() if type(ins.op).mnemonic == "mbarrier.pending_count"]
+    if not counts:
+        return
+    facts = facts_of(k)
+    for ins in counts:
+        const = facts.get(ins.op.state).const
+        if const is not None:
+            yield diag("mbarrier-state-token", f"mbarrier.pending_count reads {ins.op.state}, which holds the constant "
+                       f"{const}, not a state token an mbarrier arrive returned (ptxas fails inside itself on it, "
+                       f"error C7907); pass the register k.mbarrier_arrive(bar, state=True) returns", ins.loc)

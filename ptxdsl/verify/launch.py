@@ -22,7 +22,11 @@ from __future__ import annotations
 
 import os
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
 from ..errors import LaunchError, SourceLoc
+from ..limits import block_threads, launch_dims
 from ..tensormap import TensorMapSpec
 from .deferred import Env, RingCheck, cluster_size
 from .rules import RULES
@@ -30,6 +34,8 @@ from .rules import RULES
 CACHE_SIZE = 256                # verdicts kept per kernel (distinct argument signatures)
 ENV = "PTXDSL_LAUNCH_CHECKS"    # "0": check_launch checks nothing (a debug kernel's device checks then speak)
 HIDDEN = "__ptxdsl_debug"       # the debug record's parameter (ptxdsl.watchdog.PARAM): not the user's
+RUN = ("the run of the CTA's threads (wait-never-armed, arrival-count, ring-parity, refill-race, tma-load-race at "
+       "launch)")
 
 
 class LaunchPlan:
@@ -133,7 +139,15 @@ def check_launch(kernel, args, *, grid, block, cluster=None, shared_bytes=None) 
     record's hidden one) and its grid, block, cluster and dynamic shared bytes (None: what the kernel declares);
     raise LaunchError for the first one broken. `kernel`: a KernelBuilder, a Kernel, or a launcher's kernel info
     (`ptxdsl.emit(k).kernels[name]`). A pointer argument given as a host array (numpy) is what the kernel reads
-    through it: the run of its threads follows loop bounds and branches read from such tables."""
+    through it: the run of its threads follows loop bounds and branches read from such tables. The launch's shape
+    is checked as the driver would: grid, block and cluster are ints or 1 to 3 ints in the device's ranges, a
+    block has at most 1,024 threads, and `args` has one value per parameter (LaunchError naming the rule)."""
+    plan = _plan_of(kernel)
+    args, grid, block, cluster = _launch_shape(plan, args, grid, block, cluster, shared_bytes)
+    plan.run(args, grid, block, cluster, shared_bytes)
+
+
+def _plan_of(kernel) -> LaunchPlan:
     plan = getattr(kernel, "__dict__", {}).get("launch_checks")      # a Kernel's, or a kernel info's
     if not isinstance(plan, LaunchPlan):
         target = kernel.finish() if callable(getattr(type(kernel), "finish", None)) else kernel
@@ -141,7 +155,215 @@ def check_launch(kernel, args, *, grid, block, cluster=None, shared_bytes=None) 
             raise LaunchError(f"check_launch({kernel!r}): expected a kernel (builder or Kernel) or a launcher's "
                               f"kernel info", SourceLoc.caller(), rule="launch.check")
         plan = launch_plan(target)
-    plan.run(args, grid, block, cluster, shared_bytes)
+    return plan
+
+
+def _launch_shape(plan, args, grid, block, cluster, shared_bytes):
+    """The launch's arguments and dimensions, checked as the driver checks them (LaunchError otherwise)."""
+    where = SourceLoc.caller()
+    if isinstance(args, (str, bytes)) or not isinstance(args, Sequence):
+        raise LaunchError(f"args={args!r} breaks 'the arguments are a tuple or list of the kernel's "
+                          f"{len(plan.params)} parameters, in order'", where, rule="launch.arg-count")
+    if len(args) != len(plan.params):
+        names = ", ".join(p.name for p in plan.params) or "none"
+        raise LaunchError(f"{len(args)} argument(s) given for kernel {plan.name!r} breaks 'one argument per "
+                          f"parameter ({names})'", where, rule="launch.arg-count")
+    try:
+        dims = launch_dims(grid, "grid"), launch_dims(block, "block")
+        cl = None if cluster is None else launch_dims(cluster, "cluster")
+        block_threads(dims[1], name=plan.name)
+    except LaunchError as e:
+        raise e.at(where) from None
+    if shared_bytes is not None and (type(shared_bytes) is bool or _int(shared_bytes) is None
+                                     or _int(shared_bytes) < 0):
+        raise LaunchError(f"shared_bytes={shared_bytes!r} breaks 'shared_bytes is a byte count >= 0'", where,
+                          rule="launch.shared-bytes")
+    return tuple(args), dims[0], dims[1], cl
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one launch check said of one launch (explain_launch, Launch.explain): `verdict` is "holds", "broken", "not run"
+    (`needs` names the values it lacks: parameters, "grid", "block"), "cut short" (the run of the threads stopped
+    at its step budget before the end: no hang concluded) or "not followed" (the run met a value it cannot know,
+    such as one loaded from memory no host copy was given for)."""
+
+    rule: str
+    loc: SourceLoc | None
+    verdict: str
+    needs: tuple = ()
+    message: str = ""
+    what: str = ""
+
+
+def explain_launch(kernel, args, *, grid=None, block=None, cluster=None, shared_bytes=None) -> list:
+    """Every launch check of `kernel` evaluated with what is known of a launch, as Outcomes (none raises): `args`
+    in parameter order, None for a value not known (a tensor map then keeps its declared spec, a pointer is
+    device memory), `grid` None when not known. What `ptxdsl check` prints."""
+    plan = _plan_of(kernel)
+    checks = plan.checks
+    args = tuple(args)
+    grid = None if grid is None else launch_dims(grid, "grid")
+    block = None if block is None else launch_dims(block, "block")
+    if block is not None:
+        block_threads(block, name=plan.name)
+    if block is None and kernel_block(plan.kernel) is not None:
+        block = kernel_block(plan.kernel)
+    host = {i: a.tobytes() for i, a in enumerate(args) if plan.params[i].kind == "ptr" and _is_host(a)}
+    env = plan._env(args, block, cluster, shared_bytes, grid, host)
+    known = {p.name for p, a in zip(plan.params, args)
+             if a is not None or (p.kind == "tensormap" and plan.declared.get(p.name) is not None)}
+    out = []
+    for c in checks:
+        ring = isinstance(c, RingCheck)
+        what = RUN if ring else c.rule
+        needs = tuple(n for n in dict.fromkeys(c.params())
+                      if (n == "grid" and grid is None) or (n == "block" and block is None)
+                      or (n not in ("grid", "block") and n not in known))
+        if needs:
+            out.append(Outcome(c.rule, c.loc, "not run", needs, what=what))
+            continue
+        if ring:
+            got, ends = c.run(env)
+            cut = [e for e in ends if e[1] != "end"]
+            if got is None and cut:
+                cta, end, steps = cut[0]
+                verdict = "cut short" if end == "budget" else "not followed"
+                text = (f"the run of CTA {cta}'s threads stopped at its budget of {steps - 1:,} class steps, before "
+                        f"the kernel's end: no hang or race past that point is ruled out (a smaller launch of the "
+                        f"same kernel is checked whole)" if end == "budget" else
+                        f"the run of CTA {cta}'s threads met a value it cannot know (loaded from memory without a "
+                        f"host copy, or a branch it cannot follow) and stopped without a verdict")
+                out.append(Outcome(c.rule, c.loc, verdict, message=text, what=what))
+                continue
+        else:
+            got = c.evaluate(env)
+        if got is None:
+            out.append(Outcome(c.rule, c.loc, "holds", what=what))
+        else:
+            rule, message, loc = got if isinstance(got, tuple) else (c.rule, got, c.loc)
+            out.append(Outcome(rule, loc or c.loc or plan.kernel.loc, "broken", message=message, what=what))
+    return out
+
+
+def kernel_block(kernel):
+    """The block the kernel's .reqntid fixes, as (x, y, z), or None."""
+    reqntid = getattr(kernel, "directives", {}).get("reqntid")
+    return None if not reqntid else tuple(reqntid) + (1,) * (3 - len(reqntid))
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A launch a file is meant for, described for the launch checks (`ptxdsl check FILE` runs those the file's
+    module-level `launches()` returns; `launch.check()` runs them in Python):
+
+        def launches():
+            return [px.Launch(KERNEL, {"ntiles": 512, "tiles_per_row": 8}, grid=512),
+                    px.Launch(KERNEL, {"ntiles": 512, "tiles_per_row": 8}, grid=3, note="persistent")]
+
+    `kernel`: the kernel (a builder or Kernel) or its name (a `.ptxd` file's kernels are matched by name, with the
+    `launches()` of the .py file beside it). `args`: a mapping {parameter name: value} or the values in parameter
+    order. A scalar parameter must be given (an int, or a float for a float parameter); a tensor map not given
+    keeps its declared spec; a pointer not given is device memory the checks do not read, and a numpy array for
+    it is the table the kernel reads through it (a work list, a table of shapes). `grid` (default 1), `block`
+    (default the kernel's .reqntid), `cluster` and `shared_bytes` as at a real launch; `note` is printed with
+    it."""
+
+    kernel: object
+    args: object = ()
+    grid: object = 1
+    block: object = None
+    cluster: object = None
+    shared_bytes: object = None
+    note: str = ""
+    loc: SourceLoc | None = field(default=None, compare=False)
+
+    def __post_init__(self):
+        if self.loc is None:
+            object.__setattr__(self, "loc", SourceLoc.caller(skip=2))
+
+    @property
+    def name(self) -> str:
+        """The kernel's name."""
+        if isinstance(self.kernel, str):
+            return self.kernel
+        k = getattr(self.kernel, "kernel", self.kernel)     # a builder's Kernel
+        return getattr(k, "name", repr(self.kernel))
+
+    def arguments(self, kernel=None) -> tuple:
+        """The arguments in `kernel`'s parameter order (the Launch's own kernel by default); LaunchError for a
+        name the kernel does not have, a scalar not given, or a sequence of the wrong length."""
+        plan = _plan_of(kernel if kernel is not None else self.kernel)
+        params = plan.params
+        if isinstance(self.args, Mapping):
+            unknown = [n for n in self.args if n not in {p.name for p in params}]
+            if unknown:
+                raise LaunchError(f"Launch of {plan.name!r}: {', '.join(map(repr, unknown))} breaks 'args names "
+                                  f"the kernel's parameters ({', '.join(p.name for p in params)})'", self.loc,
+                                  rule="launch.arg-count")
+            values = tuple(self.args.get(p.name) for p in params)
+        elif isinstance(self.args, Sequence) and not isinstance(self.args, (str, bytes)):
+            if len(self.args) != len(params):
+                raise LaunchError(f"Launch of {plan.name!r}: {len(self.args)} argument(s) breaks 'one argument per "
+                                  f"parameter ({', '.join(p.name for p in params)})'", self.loc,
+                                  rule="launch.arg-count")
+            values = tuple(self.args)
+        else:
+            raise LaunchError(f"Launch of {plan.name!r}: args={self.args!r} breaks 'args is a mapping of parameter "
+                              f"names to values, or the values in parameter order'", self.loc, rule="launch.arg-count")
+        missing = [p.name for p, v in zip(params, values) if p.kind == "scalar" and v is None]
+        if missing:
+            raise LaunchError(f"Launch of {plan.name!r} gives no value for its scalar parameter(s) "
+                              f"{', '.join(missing)}", self.loc, rule="launch.arg-count")
+        return values
+
+    def block_of(self, kernel=None):
+        """The launch's block: the one given, else the kernel's .reqntid (LaunchError when it has none)."""
+        if self.block is not None:
+            return self.block
+        plan = _plan_of(kernel if kernel is not None else self.kernel)
+        block = kernel_block(plan.kernel)
+        if block is None:
+            raise LaunchError(f"Launch of {plan.name!r}: the kernel declares no .reqntid, so the launch must give "
+                              f"block=", self.loc, rule="launch.block-shape")
+        return block
+
+    def describe(self, kernel=None) -> str:
+        """The launch in one line: its scalar values, tables, grid and block."""
+        plan = _plan_of(kernel if kernel is not None else self.kernel)
+        parts = []
+        for p, v in zip(plan.params, self.arguments(kernel)):
+            if v is None:
+                continue
+            if p.kind == "scalar":
+                parts.append(f"{p.name}={v}")
+            elif _is_host(v):
+                parts.append(f"{p.name}=<table of {len(v.tobytes())} bytes>")
+            elif isinstance(v, TensorMapSpec):
+                parts.append(f"{p.name}=<{v.dtype} map>")
+        parts.append(f"grid={self.grid}")
+        if self.block is not None:
+            parts.append(f"block={self.block}")
+        if self.cluster is not None:
+            parts.append(f"cluster={self.cluster}")
+        if self.shared_bytes is not None:
+            parts.append(f"shared_bytes={self.shared_bytes}")
+        return ", ".join(parts) + (f" ({self.note})" if self.note else "")
+
+    def check(self, kernel=None) -> None:
+        """check_launch with this launch (on `kernel`, a kernel of the same parameters, by default its own)."""
+        k = kernel if kernel is not None else self.kernel
+        check_launch(k, self.arguments(k), grid=self.grid, block=self.block_of(k), cluster=self.cluster,
+                     shared_bytes=self.shared_bytes)
+
+    def explain(self, kernel=None) -> list:
+        """explain_launch with this launch: every check's Outcome."""
+        k = kernel if kernel is not None else self.kernel
+        args = self.arguments(k)
+        plan = _plan_of(k)
+        _launch_shape(plan, args, self.grid, self.block_of(k), self.cluster, self.shared_bytes)
+        return explain_launch(k, args, grid=self.grid, block=self.block_of(k), cluster=self.cluster,
+                              shared_bytes=self.shared_bytes)
 
 
 def _build(kernel) -> tuple:

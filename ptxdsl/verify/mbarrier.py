@@ -106,7 +106,7 @@ def use(cx, key, s, st, ctx, what):
                   f"wait can return at once)", s, severity=None if other_warps else "warning")
     elif what == "multicast" and not info.synced:
         cx.report("mbarrier-init-sync", f"this multicast load also completes on mbarrier {name} of the other CTAs "
-                  f"of the mask, which may not have run its mbarrier.init (line {line(info.stmt)}) yet: put "
+                  f"of the mask, which may not have run its mbarrier.init ({line(info.stmt)}) yet: put "
                   f"barrier.cluster.arrive + barrier.cluster.wait between the init and the load", s)
     if what == "tma" and not info.fenced:
         cx.report("mbarrier-init-fence", f"a TMA load completes on mbarrier {name}, but its mbarrier.init at "

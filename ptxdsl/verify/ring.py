@@ -113,14 +113,16 @@ class _Load:
 
 
 def ring_findings(kernel, params=None, block=None, maps=None, effects=None, grid=None, budget=STEP_BUDGET,
-                  memory=None, cta=0) -> list:
+                  memory=None, cta=0, outcome=None) -> list:
     """What the run finds (empty when it gives up). `params` (name -> int) and `block` are a launch's; `maps`
     (name -> TensorMapSpec) the maps it binds; `memory` (pointer parameter name -> bytes) what its pointers
     point at, where a caller of check_launch gave host copies; `cta` the %ctaid.x of the CTA it follows (CTA 0
     unless the launch checks pick others: with memory, CTAs take different paths); `effects` ({statement: its
     effects}, as Facts.effects keeps them) spares working them out again. The run the verifier makes (no launch
     values) also leaves on the kernel what `ring_depends_on_params` would work out, so that a first launch need
-    not run it again."""
+    not run it again. `outcome` (a dict), where given, gets how the run ended: "end" (it ran to the end, or to a
+    fault), "budget" (cut short after `budget` class steps: no hang concluded) or "gave-up" (it met something it
+    cannot follow)."""
     fx = Effects(effects or ())
     plain = (params is None and block is None and maps is None and grid is None and memory is None and not cta
              and budget == STEP_BUDGET)
@@ -140,6 +142,9 @@ def ring_findings(kernel, params=None, block=None, maps=None, effects=None, grid
         gave_up, found = True, []
     except _Stop:
         found = list(run.found.values())
+    if outcome is not None:
+        outcome["end"] = "end" if not gave_up else "budget" if run.steps > run.budget else "gave-up"
+        outcome["steps"] = run.steps
     if plain:
         kernel.__dict__["ring_depends"] = _depends(kernel, run, gave_up)
     return found

@@ -90,6 +90,8 @@ RULES: dict[str, Rule] = {r.name: r for r in (
     Rule("tensormap-spec", "at launch: the map bound to a parameter declared without a spec breaks the rules of "
          "an instruction that uses it (rank, tiled or im2col, element type)", "tensormap-spec"),
     Rule("debug-timeout", "debug= is neither a bool nor a positive number of seconds", "debug-timeout"),
+    Rule("mbarrier-state-token", "mbarrier.pending_count reads a constant, not a state token an arrive returned",
+         "mbarrier-state-token"),
     Rule("target", "an instruction the kernel's .target/.version cannot express", "target"),
 )}
 
