@@ -19,6 +19,7 @@ Rules are data (`rules.RULES`). The checks read only the ops' declared effects (
       continuation.py  loads a loop's later iterations retire (`if t + STAGES < n`)
       tma.py           boxes: tma-smem-align, tma-smem-bounds, coord-align, multicast-mask
       memory.py        generic accesses vs the async proxy: tma-load-race, async-proxy-fence
+      groups.py        async-group queues (bulk, wgmma): commit_group / wait_group, one mechanism for both engines
       bulk_groups.py   bulk-group-pending, bulk-group-exit
       ordering.py      flags between threads vs TMA's global accesses: bulk-store-release, acquire-async-fence
       tensormaps.py    tensormap-release, tensormap-acquire, tensormap-align

@@ -17,11 +17,12 @@ from ..ir import If, Imm, Instr, Kernel, Loop, PredNot, Reg, WaitLoop, Walker
 from ..isa.effects import (Access, Arrive, AsyncRead, AsyncWrite, Barrier, CommitGroup, CompleteTx, Exit, ExpectTx,
                            GlobalAsync, Init, Inval, Order, ProxyFence, TmapEdit, TmapPublish, TmapRead, Trap, Wait,
                            WaitGroup)
-from . import (bulk_groups, continuation, divergence, mbarrier, memory, ordering, phases, tensormaps, tma,
+from . import (bulk_groups, continuation, divergence, groups, mbarrier, memory, ordering, phases, tensormaps, tma,
                transactions)
 from .facts import CTA, LANE, VARYING, facts_of
 from .rules import Diagnostic, diag
-from .state import MAX_ALTERNATIVES, MAX_GROUPS, ZERO, Ctx, InitInfo, Range, State, stmts_loc
+from .groups import Groups
+from .state import MAX_ALTERNATIVES, ZERO, Ctx, InitInfo, Range, State, stmts_loc
 from .symbols import Resolver
 
 # effect class -> the rule families' handlers, each called as fn(flow, stmt, effect, state, ctx). Compute,
@@ -36,8 +37,8 @@ HANDLERS = {
     AsyncWrite: (tma.load,),
     AsyncRead: (tma.read,),
     TmapRead: (tma.prefetch,),
-    CommitGroup: (bulk_groups.commit, ordering.commit),
-    WaitGroup: (bulk_groups.wait, ordering.wait),
+    CommitGroup: (groups.commit,),
+    WaitGroup: (groups.wait,),
     GlobalAsync: (ordering.bulk,),
     Order: (ordering.order,),
     Access: (memory.access,),
@@ -302,13 +303,8 @@ class Flow(Walker):
                 out.last[key] = a.last[key]
         out.inflight = self._join_loads(entry.inflight, a, b, both_run)
         out.dirty = tuple(dict.fromkeys(a.dirty + b.dirty))
-        mine_a = lambda xs: tuple(x for x in xs if _owner(x.region, split) != "else")   # noqa: E731
-        mine_b = lambda xs: tuple(x for x in xs if _owner(x.region, split) != "then")   # noqa: E731
-        for open_, committed in (("uncommitted", "groups"), ("writes_open", "write_groups")):   # bulk-group queues
-            setattr(out, open_, tuple(dict.fromkeys(mine_a(getattr(a, open_)) + mine_b(getattr(b, open_)))))
-            groups = [g for g in map(mine_a, getattr(a, committed)) if g] + \
-                [g for g in map(mine_b, getattr(b, committed)) if g]
-            setattr(out, committed, tuple(dict.fromkeys(groups))[-MAX_GROUPS:])
+        out.asyncg = Groups.join(a.asyncg.keep(lambda x: _owner(x.region, split) != "else"),       # per-thread
+                                 b.asyncg.keep(lambda x: _owner(x.region, split) != "then"))       # queues
         out.writes_unfenced = tuple(dict.fromkeys(a.writes_unfenced + b.writes_unfenced))
         out.acquired_unfenced = tuple(dict.fromkeys(a.acquired_unfenced + b.acquired_unfenced))
         out.unreleased, out.unsynced = tensormaps.join(entry, a, b, both_run)

@@ -9,6 +9,7 @@ wait and at bar.sync) reaches the access's clock. Rules: refill-race, tma-load-r
 from __future__ import annotations
 
 from ..ir import Addr
+from .groups import READ
 from .threads import PENDING, Affine, Sym, describe
 
 SHARED = ("shared", "shared::cta", "")
@@ -101,19 +102,21 @@ class Races:
         lo = x.off + (e.src.offset if isinstance(e.src, Addr) else 0)
         read = [x.alloc, lo, lo + room, PENDING, s, False]
         th.reads.append(read)
-        th.open.append(read)
+        th.asyncg = th.asyncg.add("bulk", READ, read)
         self._against_loads(th, s, x.alloc, lo, lo + room, False)
 
     def commit_group(self, th, s, e):
-        th.groups.append(th.open)
-        th.open = []
+        th.asyncg = th.asyncg.commit(e.queue, empty=True)
 
     def wait_group(self, th, s, e):
-        """The oldest groups, all but e.n, are done reading: their reads now have this thread's clock."""
-        while len(th.groups) > e.n:
-            clock = th.tick()
-            for read in th.groups.pop(0):
-                read[3] = clock
+        """The oldest groups of the queue, all but e.n, are done reading: their reads now have this thread's
+        clock."""
+        done, th.asyncg = th.asyncg.wait(e.queue, e.n, e.read)
+        clock = None
+        for x in done:
+            if x.what == READ:
+                clock = clock or th.tick()
+                x.item[3] = clock
 
     def _refill_race(self, th, s, alloc, lo, hi):
         for g in self.classes:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from ..fold import evaluate
 from ..ir import Imm, Param, PredNot, Reg, SharedAlloc, SpecialReg
+from .groups import Groups
 
 WARP = 32
 MEMORY_SHIFT = 44               # the run gives the memory a caller passed addresses (i + 1) << 44: cvta keeps them
@@ -94,8 +95,7 @@ class Threads:
     """One class of threads (`tids` in increasing order). `vc` is what it knows of the others (their clocks, by
     class id) and of barrier phases (("bar", key) -> the last phase it saw complete); `reads` the shared-memory
     accesses its threads made: (alloc, lo, hi, clock, stmt, write); a TMA store's read is a list whose clock is
-    PENDING until a wait_group retires its bulk group (`groups`: the committed groups, oldest first; `open`: the
-    reads since the last commit_group)."""
+    PENDING until a wait_group retires its group (`asyncg`: its async-group queues, verify/groups.py)."""
 
     id: int
     tids: tuple
@@ -105,8 +105,7 @@ class Threads:
     vc: dict = field(default_factory=dict)
     synced: int = 0
     reads: list = field(default_factory=list)
-    groups: list = field(default_factory=list)
-    open: list = field(default_factory=list)
+    asyncg: Groups = Groups()
     state: str = "run"              # run | wait | bar | done
     at: object = None               # the statement it is blocked at
 
@@ -458,7 +457,7 @@ def split(th: Threads, mask, new_id: int, ids_in) -> tuple:
         mine = {id(r): list(r) for r in th.reads if type(r) is list}      # pending store reads: each half its own
         halves.append(Threads(cid, tuple(th.tids[i] for i in idx), th.pc, regs, th.clock, vc, th.synced,
                               [mine.get(id(r), r) for r in th.reads],
-                              [[mine[id(r)] for r in g] for g in th.groups], [mine[id(r)] for r in th.open]))
+                              th.asyncg.map(lambda r: mine[id(r)])))
     for d in ids_in:
         if th.id in d:
             d[new_id] = d[new_id + 1] = d.pop(th.id)
