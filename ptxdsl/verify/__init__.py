@@ -134,10 +134,7 @@ def _findings(k: Kernel) -> list[Diagnostic]:
     out.extend(flow)
     if any(d.severity == "error" for d in flow):
         return out                  # the run of the threads would mostly report what those errors cause
-    seen = {(d.rule, d.loc) for d in flow}
     for f in ring_findings(k, effects=walk.facts.effects):
         if not any(f.rule in getattr(s, "allow", frozenset()) for s in f.stmts):
-            d = diag(f.rule, f.message, stmts_loc(list(f.stmts)))
-            if (d.rule, d.loc) not in seen:
-                out.append(d)
+            out.append(diag(f.rule, f.message, stmts_loc(list(f.stmts))))
     return out
