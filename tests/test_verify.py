@@ -530,6 +530,18 @@ def nothing(k):
     k.bar_sync(0)
 
 
+def register_split(k, dec=40, inc=232, by="warpgroup"):
+    """A producer warpgroup gives registers back, two consumer warpgroups take them (384 threads: 168 each at
+    entry, a pool of 64512): 128 x 40 + 256 x 232 = 64512 fits."""
+    tid = k.tid_x()
+    group = k.shr(tid, 7) if by == "warpgroup" else k.shr(tid, 5)
+    with k.if_(k.setp("eq", group, 0)):
+        k.setmaxnreg_dec(dec)  # DEC
+    with k.if_(k.setp("ne", group, 0)):
+        k.setmaxnreg_inc(inc)  # INC
+    k.bar_sync(0)
+
+
 # (rule, bad builder, fixed builder, kernel options of the bad one, of the fixed one)
 CASES = [
     ("mbarrier-uninit", uninit_bad, uninit_good, {}, {}),
@@ -569,6 +581,14 @@ CASES = [
     ("bulk-store-release", variant(flag_handoff, "# PUBLISH", wait=None), flag_handoff, {}, {}),
     ("bulk-store-release", variant(flag_handoff, "# PUBLISH", store_fence=False), flag_handoff, {}, {}),
     ("acquire-async-fence", variant(flag_handoff, "# REDUCE", load_fence=False), flag_handoff, {}, {}),
+    ("setmaxnreg-budget", variant(register_split, "# INC", inc=240), register_split, {"reqntid": 384},
+     {"reqntid": 384}),
+    ("setmaxnreg-budget", variant(register_split, "# DEC", dec=176), register_split, {"reqntid": 384},
+     {"reqntid": 384}),
+    ("setmaxnreg-budget", variant(register_split, "# INC", inc=160), register_split, {"reqntid": 384},
+     {"reqntid": 384}),
+    ("wgmma-warpgroup-divergent", variant(register_split, "# DEC", by="warp"), register_split, {"reqntid": 384},
+     {"reqntid": 384}),
 ]
 
 
@@ -582,7 +602,7 @@ def bad_line(fn) -> int:
 
 
 def build(fn, name="t", **opts):
-    with px.kernel(name, reqntid=128, **opts) as k:
+    with px.kernel(name, **{"reqntid": 128, **opts}) as k:
         fn(k)
     return k.kernel
 

@@ -89,6 +89,10 @@ RULES: dict[str, Rule] = {r.name: r for r in (
          "sync-aligned-divergent"),
     Rule("barrier-divergent", "bar.sync (all threads) or barrier.cluster in code that not every warp reaches",
          "barrier-divergent"),
+    Rule("wgmma-warpgroup-divergent", "a warpgroup-collective instruction (wgmma.*, setmaxnreg) in code that is not "
+         "warpgroup-uniform, or in a block that is not whole warpgroups", "wgmma-warpgroup-divergent"),
+    Rule("setmaxnreg-budget", "a setmaxnreg.dec that raises or .inc that lowers the register count, or warpgroups "
+         "whose counts do not fit the register file for the kernel's block", "setmaxnreg-budget"),
     Rule("tma-smem-align", "a TMA shared-memory box not aligned to 128 bytes or to its swizzle pattern",
          "tma-smem-align"),
     Rule("mbarrier-align", "an mbarrier not 8-byte aligned", "mbarrier-align"),

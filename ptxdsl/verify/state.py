@@ -81,6 +81,11 @@ class State:
     writes_unfenced: tuple = ()                      # Pending TMA writes of global memory complete (their bulk
                                                      # group waited for), no fence.proxy.async.global since
     acquired_unfenced: tuple = ()                    # Pending acquires, no fence.proxy.async.global since
+    wg_fenced: bool = False                          # a wgmma.fence on every path here
+    wg_written: dict = field(default_factory=dict)   # mma_async register -> its write since the last wgmma.fence
+    nreg: int | None = None                          # the warpgroup's register count set by setmaxnreg
+    nreg_at: object = None                           # ... at this setmaxnreg
+    nreg_claims: dict = field(default_factory=dict)  # region -> (threads, count, stmt) of the last setmaxnreg
     ver: dict = field(default_factory=dict)          # register -> the version of its value on this path
     dead: bool = False
 
@@ -102,6 +107,7 @@ class Ctx:
     region: tuple = ()              # the enclosing thread-varying conditions
     lane_div: bool = False          # some enclosing condition can differ between lanes of a warp
     warp_div: bool = False          # ... or between warps
+    group_div: bool = False         # ... or between the warps of a warpgroup (or lanes of a warp)
     mult: int | None = None         # threads of the CTA that run this code, when known
     issuers: object = "all"         # CTAs of the cluster that run it: "all", 1, or None
     loops: tuple = ()               # (loop, trip count or None) of the enclosing loops
