@@ -383,26 +383,34 @@ class Cvt(Op):
 
 
 PAIRS = ("f16x2", "bf16x2")
+FP8_PAIRS = ("e4m3x2", "e5m2x2")
 
 
 class CvtPack(Op):
     """cvt.rnd{.relu}{.satfinite}.f16x2/bf16x2.f32 d, a, b: round two .f32 values to 16-bit floats packed in one
     .b32 register, a (`src`) in the upper half and b (`lo`) in the lower (.relu clamps negatives to 0,
-    .satfinite clamps to the largest finite value). PTX ISA 7.0 on sm_80; .satfinite from 8.1."""
+    .satfinite clamps to the largest finite value). PTX ISA 7.0 on sm_80; .satfinite from 8.1.
+    cvt.rn.satfinite{.relu}.e4m3x2/e5m2x2.f32 d, a, b: the same to two 8-bit floats in one .b16 register, a in
+    the upper byte (.rn and .satfinite required; PTX ISA 7.8 on sm_89)."""
 
     ptx = "cvt.<rnd>{.<relu>}{.<satfinite>}.<type>.<stype>"
     quals = {"rnd": Qual("rn", "rz", default="rn"), "relu": Flag("relu"), "satfinite": Flag("satfinite"),
-             "type": Qual(*PAIRS, aliases={"." + p: p for p in PAIRS}, doc="the packed pair (f16x2, bf16x2)"),
+             "type": Qual(*PAIRS, *FP8_PAIRS, aliases={"." + p: p for p in PAIRS + FP8_PAIRS},
+                          doc="the packed pair (f16x2, bf16x2; e4m3x2, e5m2x2 in a .b16 register)"),
              "stype": TypeQual("f32", default=f32)}
-    operands = (Slot("d", Dst(b32)), Slot("src", Value("stype")), Slot("lo", Value("stype")))
+    operands = (Slot("d", Dst(lambda op: b16 if op.type in FP8_PAIRS else b32)), Slot("src", Value("stype")),
+                Slot("lo", Value("stype")))
     args = ("type", "src", "lo")
+    excludes = (({"type": FP8_PAIRS, "satfinite": False}, "an 8-bit float pair needs .satfinite"),
+                ({"type": FP8_PAIRS, "rnd": "rz"}, "an 8-bit float pair rounds .rn only"))
     floor = Req((7, 0))
-    raises = (({"satfinite": True}, Req((8, 1))),)
+    raises = (({"satfinite": True, "type": PAIRS}, Req((8, 1))), ({"type": FP8_PAIRS}, Req((7, 8))))
     level = "gpu"
 
     def check(self):
         if self.d.type.kind == "f":
-            raise DSLError(f"{self.what} d={describe(self.d)}: the pair is written to a .b32 register (ptxas "
+            width = ".b16" if self.type in FP8_PAIRS else ".b32"
+            raise DSLError(f"{self.what} d={describe(self.d)}: the pair is written to a {width} register (ptxas "
                            f"takes no float register here)")
 
 
