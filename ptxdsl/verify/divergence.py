@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from ..isa.effects import Barrier, Collective
+from ..isa.effects import Barrier, Collective, CommitGroup, WaitGroup
 
 FULL_MASK = 0xFFFFFFFF
 
@@ -47,7 +47,8 @@ def _warpgroup(cx, s, ctx) -> None:
 def check(cx, s, effects, ctx):
     """Checks one instruction's Collective and Barrier effects against the code's divergence."""
     collective = [e for e in effects if isinstance(e, Collective)]
-    if any(e.scope == "warpgroup" for e in collective):
+    if any(e.scope == "warpgroup" for e in collective) or any(
+            isinstance(e, (CommitGroup, WaitGroup)) and e.queue == "wgmma" for e in effects):   # the warpgroup's queue
         _warpgroup(cx, s, ctx)
         return
     if not (ctx.lane_div or ctx.warp_div):

@@ -15,8 +15,8 @@ from dataclasses import replace
 
 from ..ir import If, Imm, Instr, Kernel, Loop, PredNot, Reg, WaitLoop, Walker
 from ..isa.effects import (Access, Arrive, AsyncRead, AsyncWrite, Barrier, CommitGroup, CompleteTx, Exit, ExpectTx,
-                           GlobalAsync, Init, Inval, Order, ProxyFence, SetMaxNReg, TmapEdit, TmapPublish,
-                           TmapRead, Trap, Wait, WaitGroup)
+                           GlobalAsync, Init, Inval, MmaAsync, Order, ProxyFence, SetMaxNReg, TmapEdit, TmapPublish,
+                           TmapRead, Trap, Wait, WaitGroup, WgmmaFence)
 from . import (bulk_groups, continuation, divergence, groups, mbarrier, memory, ordering, phases, tensormaps, tma,
                transactions, wgmma)
 from .facts import CTA, LANE, VARYING, WARP, facts_of
@@ -49,6 +49,8 @@ HANDLERS = {
     TmapEdit: (tensormaps.edit,),
     TmapPublish: (tensormaps.publish,),
     Exit: (memory.exit, bulk_groups.exit, wgmma.budget),
+    WgmmaFence: (wgmma.fence,),
+    MmaAsync: (wgmma.mma,),
     SetMaxNReg: (wgmma.setmaxnreg,),
 }
 
@@ -395,6 +397,7 @@ class Flow(Walker):
         effects = self._effects_of(s)
         ictx = self._enter(ctx, s.guard, st=st) if s.guard is not None else ctx
         divergence.check(self, s, effects, ictx)
+        wgmma.registers(self, s, effects, st, ictx)
         for e in effects:
             self._effect(s, e, st, ictx)
         if s.guard is None and any(isinstance(e, (Exit, Trap)) for e in effects):

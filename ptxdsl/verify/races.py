@@ -9,8 +9,9 @@ wait and at bar.sync) reaches the access's clock. Rules: refill-race, tma-load-r
 from __future__ import annotations
 
 from ..ir import Addr
+from ..isa.effects import MmaAsync
 from .groups import READ
-from .threads import PENDING, Affine, Sym, describe
+from .threads import PENDING, Affine, Desc, Sym, describe
 
 SHARED = ("shared", "shared::cta", "")
 
@@ -105,6 +106,32 @@ class Races:
         th.asyncg = th.asyncg.add("bulk", READ, read)
         self._against_loads(th, s, x.alloc, lo, lo + room, False)
 
+    def mma_read(self, th, s, e):
+        """wgmma.mma_async reads its operand tiles through its descriptors until a wgmma.wait_group retires its
+        group: a refill of a tile before then (its stage released by an arrive that came too early) races it. A
+        tile is placed by the descriptor value's offset, or by the descriptor register's value (a Desc: the
+        buffer's address, shifted, plus the template and the stage's offset); a tile it cannot place is not
+        followed."""
+        for d in e.descs:
+            buf, lay = getattr(d, "buffer", None), getattr(d, "layout", None)
+            if buf is None or lay is None:
+                continue
+            off = getattr(d, "offset", None)
+            if off is None:
+                v = self.values.get(th, getattr(d, "reg", None))
+                if type(v) is not Desc or v.alloc is not buf:
+                    continue
+                off = v.off
+            try:
+                size = int(lay.nbytes)
+            except (TypeError, ValueError, AttributeError):
+                continue
+            lo, hi = off, min(off + size, buf.nbytes)
+            read = [buf, lo, hi, PENDING, s, False]
+            th.reads.append(read)
+            th.asyncg = th.asyncg.add("wgmma", READ, read)
+            self._against_loads(th, s, buf, lo, hi, False)
+
     def commit_group(self, th, s, e):
         th.asyncg = th.asyncg.commit(e.queue, empty=True)
 
@@ -130,6 +157,12 @@ class Races:
     def _report_refill(self, issuers, alloc, lo, hi, readers, verb, load, access):
         """refill-race: `issuers` start the TMA load `load` into alloc[lo:hi] while `readers` may still `verb` it
         at `access`."""
+        if any(isinstance(e, MmaAsync) for e in self.fx.of(access)):
+            self._report("wgmma-stage-release", f"{describe(issuers)} start(s) a TMA load into {alloc.name}[{lo}:{hi}] "
+                         f"here while the wgmma.mma_async at line {_line(access)} ({describe(readers)}) may still "
+                         f"read it: the stage was released (its empty-barrier arrive) before a wgmma.wait_group "
+                         f"retired that MMA's group; arrive after the wait_group", load, access)
+            return
         self._report("refill-race", f"{describe(issuers)} start(s) a TMA load into {alloc.name}[{lo}:{hi}] here "
                      f"while {describe(readers)} may still {verb} it ({verb} at line {_line(access)}): nothing "
                      f"orders that {verb} before this load (wait on the slot's empty barrier, which every reader "

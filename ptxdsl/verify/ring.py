@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 
 from ..ir import Addr, If, Instr, LabelStmt, Loop, Param, Reg, WaitLoop, statements
 from ..isa.effects import (Access, Arrive, AsyncRead, AsyncWrite, Barrier, CommitGroup, CompleteTx, Compute, Elect,
-                           Exit, ExpectTx, Init, Inval, Jump, Trap, Wait, WaitGroup, WarpSync)
+                           Exit, ExpectTx, Init, Inval, Jump, MmaAsync, Trap, Wait, WaitGroup, WarpSync)
 from .facts import facts_of
 from .linear import flatten, poll_end
 from .tensormaps import origins
@@ -60,7 +60,7 @@ LAUNCH_BUDGET = 30_000          # the same, for the run a launch check makes (a 
 MAX_CLASSES = 64
 _LEAVES = (Instr, WaitLoop)    # the statements whose effects the run reads
 WATCHED = (Init, Inval, Arrive, ExpectTx, CompleteTx, Wait, AsyncWrite, Barrier, Exit, Trap, Jump)
-BULK = (AsyncRead, CommitGroup, WaitGroup)      # a TMA store's read of shared memory and its bulk group
+BULK = (AsyncRead, CommitGroup, WaitGroup, MmaAsync)    # async reads of shared memory and their groups
 FULL_MASK = 0xFFFFFFFF
 
 
@@ -243,6 +243,8 @@ def _relevant(kernel, fx) -> set:
                         use(e.dst, e.bar, e.size, e.multicast)
                     elif isinstance(e, AsyncRead) and e.bar is None:
                         use(e.src, e.size)
+                    elif isinstance(e, MmaAsync):
+                        use(*(getattr(d, "reg", None) for d in e.descs))
                     elif isinstance(e, Access) and e.space in SHARED:
                         use(e.addr)
                     elif isinstance(e, Access) and e.space == "global" and not e.write:
@@ -855,4 +857,5 @@ def _signed(v, bits):
 _HANDLERS = {Init: _Run.init, Inval: _Run.inval, Arrive: _Run.arrive, ExpectTx: _Run.expect_tx,
              CompleteTx: _Run.complete_tx, AsyncWrite: _Run.load, Access: _Run.access, Barrier: _Run.barrier,
              AsyncRead: _Run.store_read, CommitGroup: _Run.commit_group, WaitGroup: _Run.wait_group,
+             MmaAsync: _Run.mma_read,
              WarpSync: _Run.warp_sync}

@@ -89,8 +89,18 @@ RULES: dict[str, Rule] = {r.name: r for r in (
          "sync-aligned-divergent"),
     Rule("barrier-divergent", "bar.sync (all threads) or barrier.cluster in code that not every warp reaches",
          "barrier-divergent"),
+    Rule("wgmma-fence", "a wgmma.mma_async with no wgmma.fence before it, or reading registers (accumulators, A "
+         "fragment) written since the last wgmma.fence", "wgmma-fence"),
+    Rule("wgmma-proxy-fence", "a wgmma.mma_async reads shared memory written by generic stores (st.shared, stmatrix) "
+         "with no fence.proxy.async in between", "wgmma-proxy-fence"),
+    Rule("wgmma-pending", "an accumulator or A register of a wgmma.mma_async is read or written before a "
+         "wgmma.wait_group retires its group", "wgmma-pending"),
+    Rule("wgmma-stage-release", "an operand stage of a wgmma.mma_async is released (its empty-barrier arrive) or "
+         "refilled before a wgmma.wait_group retires the MMAs reading it", "wgmma-stage-release", engine=RUN),
     Rule("wgmma-warpgroup-divergent", "a warpgroup-collective instruction (wgmma.*, setmaxnreg) in code that is not "
          "warpgroup-uniform, or in a block that is not whole warpgroups", "wgmma-warpgroup-divergent"),
+    Rule("wgmma-descriptor-map", "a matrix descriptor's swizzle, major-ness or element type disagrees with the tensor "
+         "map that fills its buffer", "wgmma-descriptor-map"),
     Rule("setmaxnreg-budget", "a setmaxnreg.dec that raises or .inc that lowers the register count, or warpgroups "
          "whose counts do not fit the register file for the kernel's block", "setmaxnreg-budget"),
     Rule("tma-smem-align", "a TMA shared-memory box not aligned to 128 bytes or to its swizzle pattern",

@@ -44,6 +44,28 @@ class Sym:
         return f"Sym({self.alloc.name}, {self.off})"
 
 
+class Desc:
+    """A wgmma matrix descriptor built from a shared address: its start-address field names `off` bytes into
+    `alloc` (`mov` of the buffer, `shr` by 4, `add` of a template whose other fields are `rest`); adds move it."""
+
+    __slots__ = ("alloc", "off", "rest")
+
+    def __init__(self, alloc: SharedAlloc, off: int, rest: int = 0):
+        self.alloc, self.off, self.rest = alloc, off, rest
+
+    def __eq__(self, other):
+        return type(other) is Desc and other.alloc is self.alloc and other.off == self.off and other.rest == self.rest
+
+    def __hash__(self):
+        return hash((self.alloc, self.off, self.rest))
+
+    def __repr__(self):
+        return f"Desc({self.alloc.name}, {self.off})"
+
+    def plus(self, x: int) -> "Desc":
+        return Desc(self.alloc, self.off + 16 * (x & 0x3FFF), self.rest + (x & ~0x3FFF))
+
+
 class Affine:
     """A value that differs per thread: a * t + b for thread t (its index in the block: %tid.x in a block of one
     dimension), bytes into `alloc` for an address in shared memory (alloc None: an integer). It does not depend on
@@ -248,7 +270,7 @@ def _scalar(e, vals):
     if fn == "selp":
         c = vals[2]
         return None if c is None else vals[0] if c else vals[1]
-    if any(isinstance(x, Sym) for x in vals):
+    if any(isinstance(x, (Sym, Desc)) for x in vals):
         return _address(fn, e.mode, vals)
     it = iter(vals)
     return evaluate(e, lambda _a: next(it))
@@ -429,6 +451,13 @@ def _shift(base, off, sign):
 def _address(fn, mode, vals):
     """add/sub of an address and a number, mad of two numbers and an address (None otherwise)."""
     ints = [x for x in vals if isinstance(x, int) and not isinstance(x, bool)]
+    desc = next((x for x in vals if isinstance(x, Desc)), None)
+    if desc is not None:
+        if fn == "add" and len(ints) == 1 and len(vals) == 2:
+            return desc.plus(ints[0])
+        if fn == "mad" and mode in ("lo", "wide") and vals[2] is desc and len(ints) == 2:
+            return desc.plus(ints[0] * ints[1])
+        return desc if fn == "mov" else None
     if fn == "add" and len(ints) == 1 and len(vals) == 2:
         sym = next(x for x in vals if isinstance(x, Sym))
         return Sym(sym.alloc, sym.off + ints[0])
@@ -436,8 +465,10 @@ def _address(fn, mode, vals):
         return Sym(vals[0].alloc, vals[0].off - ints[0])
     if fn == "mad" and mode in ("lo", "wide") and isinstance(vals[2], Sym) and len(ints) == 2:
         return Sym(vals[2].alloc, vals[2].off + ints[0] * ints[1])
-    if fn in ("mov", "cvta", "cvt") and isinstance(vals[0], Sym):
+    if fn in ("mov", "cvta", "cvt") and isinstance(vals[0], (Sym, Desc)):
         return vals[0]
+    if fn == "shr" and isinstance(vals[0], Sym) and vals[1] == 4 and vals[0].off % 16 == 0:
+        return Desc(vals[0].alloc, vals[0].off)              # a matrix descriptor's start-address field
     return None
 
 

@@ -1,16 +1,208 @@
-"""Tensor cores: setmaxnreg's register budget.
+"""Tensor cores: the warpgroup's mma_async pipeline against the registers it reads and writes, the shared memory
+its descriptors read, the tensor maps that fill that memory, and setmaxnreg's register budget.
 
-Rules (the walk): setmaxnreg-budget (a .dec that raises, an .inc that lowers, warpgroups whose counts overflow
-the CTA's pool). wgmma-warpgroup-divergent is verify/divergence.py's.
+An mma_async joins the 'wgmma' queue of verify/groups.py twice: its registers (accumulators and A fragment, a
+REGS entry) and each operand tile its descriptors name (a READ entry); wgmma.wait_group retires both.
+
+Rules (the walk): wgmma-fence (an mma_async with no wgmma.fence before it on some path, or reading registers
+written since the last fence), wgmma-proxy-fence (an operand tile written by generic stores with no
+fence.proxy.async since), wgmma-pending (an accumulator or A register touched before the wait_group that retires
+its group), wgmma-descriptor-map (a descriptor's layout and the tensor map that fills its buffer disagree),
+setmaxnreg-budget (a .dec that raises, an .inc that lowers, warpgroups whose counts overflow the CTA's pool).
+wgmma-warpgroup-divergent is verify/divergence.py's; wgmma-stage-release is the run's (verify/ring.py).
 """
 from __future__ import annotations
 
+import functools
 import math
+from dataclasses import dataclass
 
-from .state import line
+from ..ir import Reg, SharedAlloc
+from ..isa.effects import AsyncWrite, MmaAsync
+from .facts import key_name
+from .groups import READ, REGS
+from .state import Pending, Range, first_overlap, line
 
 REGISTER_FILE = 65_536          # 32-bit registers of an SM (sm_90)
 MAX_PER_THREAD = 256            # the most setmaxnreg can ask for (ptxas gives a thread at most 255)
+
+
+@dataclass(frozen=True)
+class MmaRegs:
+    """The registers an mma_async reads and writes until its group retires."""
+
+    regs: frozenset
+    stmt: object
+    region: tuple = ()
+
+
+def _regs(e: MmaAsync) -> tuple:
+    acc = getattr(e.acc, "regs", e.acc)
+    a = getattr(e.a_regs, "regs", e.a_regs)
+    return tuple(r for r in tuple(acc or ()) + tuple(a or ()) if isinstance(r, Reg))
+
+
+def tracked(cx) -> frozenset:
+    """Every register some mma_async of the kernel uses as an accumulator or A register (kept on the walk)."""
+    got = cx.__dict__.get("_wgmma_regs")
+    if got is None:
+        got = cx.__dict__["_wgmma_regs"] = frozenset(
+            r for effects in cx.facts.effects.values() for e in effects if isinstance(e, MmaAsync) for r in _regs(e))
+    return got
+
+
+# ----------------------------------------------------------------------------------- registers
+
+
+def registers(cx, s, effects, st, ctx):
+    """Any instruction other than an mma_async: it must not touch the registers of an mma_async in flight, and
+    what it writes needs a wgmma.fence before an mma_async reads it."""
+    regs = tracked(cx)
+    if not regs or any(isinstance(e, MmaAsync) for e in effects):
+        return
+    op = s.op
+    defs = [r for r in op.defs() if r in regs]
+    uses = [r for r in op.uses() if r in regs]
+    if s.guard is not None and getattr(s.guard, "reg", s.guard) in regs:
+        uses.append(getattr(s.guard, "reg", s.guard))
+    if not defs and not uses:
+        return
+    touched = set(defs) | set(uses)
+    for x in st.asyncg.pending("wgmma", REGS):
+        hit = sorted(touched & x.item.regs, key=str)
+        if hit:
+            verb = "writes" if hit[0] in defs else "reads"
+            how = ("its group is not committed (wgmma.commit_group) nor waited for"
+                   if st.asyncg.uncommitted("wgmma", x) else "no wgmma.wait_group has retired its group")
+            cx.report("wgmma-pending", f"this {verb} {hit[0]}, a register of the wgmma.mma_async at "
+                      f"{line(x.item.stmt)} that is still in flight ({how}): the tensor core may still read or "
+                      f"write it; wgmma.commit_group and wgmma.wait_group first", s, x.item.stmt)
+            break
+    if defs:
+        st.wg_written = {**st.wg_written, **{r: s for r in defs}}
+
+
+def fence(cx, s, e, st, ctx):
+    """wgmma.fence: the register accesses before it are ordered before the mma_async after it."""
+    st.wg_fenced = True
+    st.wg_written = {}
+
+
+def mma(cx, s, e, st, ctx):
+    """wgmma.mma_async: checks its registers and operands, then joins the warpgroup's open wgmma group."""
+    regs = _regs(e)
+    if not st.wg_fenced:
+        cx.report("wgmma-fence", "no wgmma.fence comes before this wgmma.mma_async (on some path to it): the "
+                  "registers it reads are not ordered after the warpgroup's accesses; put k.wgmma_fence() before "
+                  "the first mma_async (and after any write of its accumulators or A fragment)", s)
+    else:
+        acc = set(getattr(e.acc, "regs", e.acc) or ())
+        hit = next((r for r in regs if r in st.wg_written), None)
+        if hit is not None:
+            w, kind = st.wg_written[hit], "an accumulator" if hit in acc else "an A register"
+            cx.report("wgmma-fence", f"this wgmma.mma_async reads {hit}, {kind} written at {line(w)} after the last "
+                      f"wgmma.fence: the tensor core may read its old value; put k.wgmma_fence() between the write "
+                      f"and the mma_async", s, w)
+    for d in e.descs:
+        rng = _tile(d)
+        if rng is None:
+            continue
+        if x := first_overlap(st.dirty, rng):
+            cx.report("wgmma-proxy-fence", f"this wgmma.mma_async reads {key_name((rng.alloc, rng.off))} through "
+                      f"the async proxy, but generic stores wrote it at {line(x.stmt)} with no fence.proxy.async "
+                      f"since: the tensor core may read stale bytes; put k.fence_proxy_async('shared::cta') after "
+                      f"the stores (in every writing thread), then a barrier, then the mma_async", s, x.stmt)
+        loads = st.inflight if rng.off is not None else tuple(p for p in st.inflight
+                                                              if p.range is not None and p.range.off is not None)
+        if x := first_overlap(loads, rng):
+            cx.report("tma-load-race", f"this wgmma.mma_async reads {key_name((rng.alloc, rng.off))} while the TMA "
+                      f"load at {line(x.stmt)} into it may still be in flight: wait on its mbarrier first", s, x.stmt)
+        if not cx.blind:
+            _against_maps(cx, s, d)
+        st.asyncg = st.asyncg.add("wgmma", READ, Pending(rng, s, region=ctx.region))
+    if regs:
+        st.asyncg = st.asyncg.add("wgmma", REGS, MmaRegs(frozenset(regs), s, ctx.region))
+
+
+def _tile(d):
+    """The shared bytes a descriptor value reads (its buffer from its offset, the whole buffer when a register
+    moved it), or None for a raw 64-bit register or immediate."""
+    buf, lay = getattr(d, "buffer", None), getattr(d, "layout", None)
+    if not isinstance(buf, SharedAlloc) or lay is None:
+        return None
+    off = getattr(d, "offset", None)
+    try:
+        size = int(lay.nbytes)
+    except (TypeError, ValueError, AttributeError):
+        size = None
+    if off is None or size is None:
+        return Range(buf, None, None)
+    return Range(buf, off, max(16, min(size, buf.nbytes - off)))
+
+
+# ----------------------------------------------------------------------------------- tensor maps
+
+
+def _fills(cx) -> dict:
+    """{shared buffer: [(offset or None, spec, load stmt)]} of the TMA loads with a declared spec."""
+    got = cx.__dict__.get("_wgmma_fills")
+    if got is None:
+        from .tma import spec_of
+        got = {}
+        for s, effects in cx.facts.effects.items():
+            for e in effects:
+                if isinstance(e, AsyncWrite) and e.tmap is not None and e.dst is not None:
+                    spec, w = spec_of(e.tmap), cx.where(e.dst)
+                    if spec is not None and w is not None:
+                        got.setdefault(w[0], []).append((w[1], spec, s))
+        for v in got.values():
+            v.sort(key=lambda x: (x[2].loc.line if getattr(x[2], "loc", None) else 0))
+        cx.__dict__["_wgmma_fills"] = got
+    return got
+
+
+def _boxes(layout, spec) -> int:
+    """How many boxes of `spec` side by side make one K-major (or MN-major) row of `layout`."""
+    try:
+        box = spec.box[0] * spec.elem_bytes
+        run = layout.run_bytes
+    except (AttributeError, IndexError, TypeError, ValueError, KeyError):
+        return 1
+    return run // box if box and run > box and run % box == 0 else 1
+
+
+@functools.lru_cache(maxsize=None)
+def _mismatches(layout, spec, boxes) -> tuple:
+    from ..descriptor import tensormap_mismatches
+    try:
+        return tuple(tensormap_mismatches(layout, spec, boxes))
+    except Exception as e:          # noqa: BLE001  a map the layout module cannot read as a tile: say why
+        return (f"the tensor map is not a tile a descriptor can read ({e})",)
+
+
+def _against_maps(cx, s, d):
+    """wgmma-descriptor-map: the descriptor's layout against the maps whose loads fill its tile. With several
+    candidates (loads the walk cannot place), it is reported only when none agrees."""
+    lay, buf, off = d.layout, d.buffer, getattr(d, "offset", None)
+    cands = []
+    for loff, spec, load in _fills(cx).get(buf, ()):
+        if off is not None and loff is not None:
+            try:
+                size = int(spec.smem_bytes)
+            except (TypeError, ValueError, KeyError, AttributeError):
+                size = None
+            if size is not None and not (loff < off + max(16, int(lay.nbytes)) and off < loff + size):
+                continue
+        cands.append((spec, load))
+    if not cands:
+        return
+    found = [(_mismatches(lay, spec, _boxes(lay, spec)), spec, load) for spec, load in cands]
+    if any(not m for m, _, _ in found):
+        return
+    wrong, spec, load = found[0]
+    cx.report("wgmma-descriptor-map", f"the matrix descriptor of {buf.name} read here does not describe what the "
+              f"TMA load at {line(load)} writes there: {'; '.join(wrong)}; build the layout from the map "
+              f"(MatrixLayout.for_tensormap(spec)) so that both agree", s, load)
 
 
 # ----------------------------------------------------------------------------------- setmaxnreg
