@@ -641,9 +641,19 @@ def wgmma_ring(k, release="after_wait", tiles=4, stages=2):
             k.wgmma_commit_group()
             if release == "before_wait":
                 k.mbarrier_arrive(empty_s)  # RELEASE
-            k.wgmma_wait_group(0)
+            if release.startswith("pipelined"):         # keep one group in flight: release the previous stage
+                k.wgmma_wait_group(1)
+                if release == "pipelined_this":
+                    k.mbarrier_arrive(empty_s)      # the stage the group in flight still reads
+                else:
+                    with k.if_(k.setp("ne", t, 0)):
+                        k.mbarrier_arrive(k.mad(k.rem(k.add(t, stages - 1), stages), 8, k.mov(empty)))
+            else:
+                k.wgmma_wait_group(0)
             if release == "after_wait":
                 k.mbarrier_arrive(empty_s)
+        if release.startswith("pipelined"):
+            k.wgmma_wait_group(0)
         wgmma_out(k, acc)
 
 
@@ -1730,3 +1740,11 @@ def test_the_launch_run_follows_wgmma_stages():
         with pytest.raises(px.LaunchError) as info:
             launch()
         assert info.value.rule == rule and info.value.loc.line == marked_line(wgmma_ring, "# REFILL")
+
+
+@pytest.mark.parametrize("release, rule", [("pipelined", None), ("pipelined_this", "wgmma-stage-release")])
+def test_a_wgmma_ring_that_keeps_one_group_in_flight(release, rule):
+    """wait_group 1 after issuing stage t retires stage t - 1: releasing that one is right, releasing stage t (still
+    read by the group in flight) lets the producer refill it under the MMA."""
+    diags = check(build_unchecked(lambda k: wgmma_ring(k, release=release, tiles=6), reqntid=256))
+    assert [d.rule for d in diags] == ([rule] if rule else []), format_diagnostics(diags)

@@ -23,11 +23,12 @@ Rules are data (`rules.RULES`). The checks read only the ops' declared effects (
       bulk_groups.py   bulk-group-pending, bulk-group-exit
       ordering.py      flags between threads vs TMA's global accesses: bulk-store-release, acquire-async-fence
       tensormaps.py    tensormap-release, tensormap-acquire, tensormap-align
-      divergence.py    sync-aligned-divergent, barrier-divergent
+      divergence.py    sync-aligned-divergent, barrier-divergent, wgmma-warpgroup-divergent
+      wgmma.py         wgmma-fence, wgmma-proxy-fence, wgmma-pending, wgmma-descriptor-map, setmaxnreg-budget
     symbols.py       values known up to parameters (linear forms), for the launch and device checks
     kernel.py        smem-capacity, cluster-size, debug-timeout, unchecked-tensormap
     ring.py          a run of the kernel's threads (thread classes) through its barriers: wait-never-armed,
-                     arrival-count, ring-parity, refill-race
+                     arrival-count, ring-parity, refill-race, wgmma-stage-release
     deferred.py      the launch checks as data; launch.py evaluates them (check_launch)
 """
 from __future__ import annotations

@@ -292,6 +292,8 @@ class _Run(Races):
         self.classes: list = []
         self.armed: dict = {}           # (class id, barrier key) -> (phase, waits, stmt) of its last exact expect_tx
         self.waits: dict = {}           # class id -> the waits and bar.syncs it has come through
+        self.mma_reads: dict = {}       # (mma stmt, descriptor, warpgroups, loop counters) -> its shared read record
+        self.loop_vars = _loop_vars(k.body)
 
     @functools.cached_property
     def origins(self) -> dict:
@@ -409,6 +411,7 @@ class _Run(Races):
         for b in self.bars.values():
             dicts.append(b.vc)
             dicts.extend(b.done.values())
+        dicts.extend(r[6] for c in self.classes for r in c.reads if len(r) > 6)     # who retired each MMA read
         yes, no = split(th, mask, self.next_id, dicts)
         self.next_id += 2
         i = self.classes.index(th)
@@ -838,6 +841,20 @@ class _Run(Races):
                                  f"{_slot(ld.key)}, which it completes on (a drain loop that stops too early, or a "
                                  f"refill with no iteration left to consume it)", ld.stmt)
         return list(self.found.values())
+
+
+def _loop_vars(stmts, around=(), out=None) -> dict:
+    """{statement: the counters of the loops around it, outermost first}."""
+    out = {} if out is None else out
+    for s in stmts:
+        if isinstance(s, Loop):
+            _loop_vars(s.body, around + (s.var,), out)
+        elif isinstance(s, If):
+            _loop_vars(s.then, around, out)
+            _loop_vars(s.orelse or (), around, out)
+        else:
+            out[s] = around
+    return out
 
 
 def _give_up(run, th, s, e):

@@ -485,10 +485,12 @@ def split(th: Threads, mask, new_id: int, ids_in) -> tuple:
         vc = {k: v for k, v in th.vc.items() if k != th.id}
         vc[cid] = th.clock
         vc[other] = th.synced
-        mine = {id(r): list(r) for r in th.reads if type(r) is list}      # pending store reads: each half its own
+        mine = {id(r): list(r) for r in th.reads if type(r) is list and len(r) == 6}   # pending store reads: each
+                                                                                            # half its own (an MMA's
+                                                                                            # is the warpgroup's)
         halves.append(Threads(cid, tuple(th.tids[i] for i in idx), th.pc, regs, th.clock, vc, th.synced,
                               [mine.get(id(r), r) for r in th.reads],
-                              th.asyncg.map(lambda r: mine[id(r)])))
+                              th.asyncg.map(lambda r: mine.get(id(r), r))))
     for d in ids_in:
         if th.id in d:
             d[new_id] = d[new_id + 1] = d.pop(th.id)

@@ -17,7 +17,7 @@ import functools
 import math
 from dataclasses import dataclass
 
-from ..ir import Reg, SharedAlloc
+from ..ir import Reg, SharedAlloc, TensorMapRef
 from ..isa.effects import AsyncWrite, MmaAsync
 from .facts import key_name
 from .groups import READ, REGS
@@ -125,19 +125,24 @@ def mma(cx, s, e, st, ctx):
 
 
 def _tile(d):
-    """The shared bytes a descriptor value reads (its buffer from its offset, the whole buffer when a register
-    moved it), or None for a raw 64-bit register or immediate."""
+    """The shared bytes a descriptor value surely reads: the swizzle-atom row its start address falls in (row 0 of
+    the K step it names; the whole buffer when a register moved it), or None for a raw 64-bit register or
+    immediate. A descriptor advanced along K starts inside its tile, so its tile's extent is not known from it:
+    the row it starts in is what every check of the tile's bytes can rely on."""
     buf, lay = getattr(d, "buffer", None), getattr(d, "layout", None)
     if not isinstance(buf, SharedAlloc) or lay is None:
         return None
     off = getattr(d, "offset", None)
+    return Range(buf, None, None) if off is None else Range(buf, *atom_row(lay, off))
+
+
+def atom_row(layout, off) -> tuple:
+    """(start, size) of the swizzle-atom row (16 bytes without a swizzle) holding byte `off` of a tile."""
     try:
-        size = int(lay.nbytes)
-    except (TypeError, ValueError, AttributeError):
-        size = None
-    if off is None or size is None:
-        return Range(buf, None, None)
-    return Range(buf, off, max(16, min(size, buf.nbytes - off)))
+        w = int(layout.width)
+    except (TypeError, ValueError, AttributeError, KeyError):
+        w = 16
+    return off - off % w, w
 
 
 # ----------------------------------------------------------------------------------- tensor maps
@@ -147,12 +152,12 @@ def _fills(cx) -> dict:
     """{shared buffer: [(offset or None, spec, load stmt)]} of the TMA loads with a declared spec."""
     got = cx.__dict__.get("_wgmma_fills")
     if got is None:
-        from .tma import spec_of
         got = {}
         for s, effects in cx.facts.effects.items():
             for e in effects:
                 if isinstance(e, AsyncWrite) and e.tmap is not None and e.dst is not None:
-                    spec, w = spec_of(e.tmap), cx.where(e.dst)
+                    p = e.tmap.param if isinstance(e.tmap, TensorMapRef) else None
+                    spec, w = getattr(p, "tmap", None), cx.where(e.dst)
                     if spec is not None and w is not None:
                         got.setdefault(w[0], []).append((w[1], spec, s))
         for v in got.values():
@@ -173,11 +178,27 @@ def _boxes(layout, spec) -> int:
 
 @functools.lru_cache(maxsize=None)
 def _mismatches(layout, spec, boxes) -> tuple:
-    from ..descriptor import tensormap_mismatches
+    """How the layout and the map disagree (descriptor.tensormap_mismatches). A descriptor may read a slice of a
+    box's rows (each consumer warpgroup its 64 rows of a 128-row box): then the layout with the box's rows must
+    agree with the map and lay its rows out with the same LBO and SBO."""
+    from ..descriptor import MatrixLayout, tensormap_mismatches
     try:
-        return tuple(tensormap_mismatches(layout, spec, boxes))
+        wrong = tuple(tensormap_mismatches(layout, spec, boxes))
     except Exception as e:          # noqa: BLE001  a map the layout module cannot read as a tile: say why
         return (f"the tensor map is not a tile a descriptor can read ({e})",)
+    try:
+        rows = spec.box[1]
+        mine = layout.rows if layout.major == "K" else layout.k
+        if not wrong or rows <= mine or rows % mine:
+            return wrong
+        whole = MatrixLayout(layout.dtype, rows if layout.major == "K" else layout.rows,
+                             layout.k if layout.major == "K" else rows, layout.swizzle, layout.major,
+                             lbo=layout.lbo_given, sbo=layout.sbo_given, base_offset=layout.base_offset)
+        if (whole.lbo, whole.sbo) == (layout.lbo, layout.sbo) and not tensormap_mismatches(whole, spec, boxes):
+            return ()
+    except Exception:               # noqa: BLE001  no such layout: the disagreement stands as the module says
+        pass
+    return wrong
 
 
 def _against_maps(cx, s, d):
@@ -185,13 +206,14 @@ def _against_maps(cx, s, d):
     candidates (loads the walk cannot place), it is reported only when none agrees."""
     lay, buf, off = d.layout, d.buffer, getattr(d, "offset", None)
     cands = []
+    row = atom_row(lay, off) if off is not None else None
     for loff, spec, load in _fills(cx).get(buf, ()):
-        if off is not None and loff is not None:
+        if row is not None and loff is not None:
             try:
                 size = int(spec.smem_bytes)
             except (TypeError, ValueError, KeyError, AttributeError):
                 size = None
-            if size is not None and not (loff < off + max(16, int(lay.nbytes)) and off < loff + size):
+            if size is not None and not (loff < row[0] + row[1] and row[0] < loff + size):
                 continue
         cands.append((spec, load))
     if not cands:
