@@ -605,7 +605,7 @@ def wgmma_generic_tile(k, proxy_fence=True):
     wgmma_out(k, acc)
 
 
-def wgmma_ring(k, release="after_wait", tiles=4, stages=2):
+def wgmma_ring(k, release="after_wait", tiles=4, stages=2, lead_releases=False):
     """Warpgroup 0 (thread 0) fills a ring of `stages` 64x64 bf16 tiles by TMA; warpgroup 1 multiplies each tile
     (as A and B) into its accumulator and releases the slot on its empty barrier, after wgmma.wait_group."""
     a_map = k.param_tensormap("a", WG_SPEC)
@@ -616,10 +616,11 @@ def wgmma_ring(k, release="after_wait", tiles=4, stages=2):
     with k.if_(t0):
         with k.loop(0, stages) as s:
             k.mbarrier_init(k.mad(s, 8, k.mov(full)), 1)
-            k.mbarrier_init(k.mad(s, 8, k.mov(empty)), 128)
+            k.mbarrier_init(k.mad(s, 8, k.mov(empty)), 1 if lead_releases else 128)
         k.fence_mbarrier_init()
     k.bar_sync(0)
     group = k.shr(tid, 7)
+    lead = k.setp("eq", tid, 128)
     with k.if_(t0):
         with k.loop(0, tiles) as t:
             s, lap = k.rem(t, stages), k.div(t, stages)
@@ -640,7 +641,8 @@ def wgmma_ring(k, release="after_wait", tiles=4, stages=2):
             k.wgmma_mma_async(acc, d, d, scale_d=k.setp("ne", t, 0))
             k.wgmma_commit_group()
             if release == "before_wait":
-                k.mbarrier_arrive(empty_s)  # RELEASE
+                with k.if_(lead) if lead_releases else nullcontext():
+                    k.mbarrier_arrive(empty_s)  # RELEASE
             if release.startswith("pipelined"):         # keep one group in flight: release the previous stage
                 k.wgmma_wait_group(1)
                 if release == "pipelined_this":
@@ -651,7 +653,8 @@ def wgmma_ring(k, release="after_wait", tiles=4, stages=2):
             else:
                 k.wgmma_wait_group(0)
             if release == "after_wait":
-                k.mbarrier_arrive(empty_s)
+                with k.if_(lead) if lead_releases else nullcontext():
+                    k.mbarrier_arrive(empty_s)
         if release.startswith("pipelined"):
             k.wgmma_wait_group(0)
         wgmma_out(k, acc)
@@ -1748,3 +1751,39 @@ def test_a_wgmma_ring_that_keeps_one_group_in_flight(release, rule):
     read by the group in flight) lets the producer refill it under the MMA."""
     diags = check(build_unchecked(lambda k: wgmma_ring(k, release=release, tiles=6), reqntid=256))
     assert [d.rule for d in diags] == ([rule] if rule else []), format_diagnostics(diags)
+
+
+@pytest.mark.parametrize("release, rule", [("after_wait", None), ("before_wait", "wgmma-stage-release")])
+def test_one_thread_releases_the_stage_for_its_warpgroup(release, rule):
+    """An MMA is the warpgroup's and wgmma.wait_group is collective: once the lead thread (thread 128) has passed
+    the wait, the stage is free for every thread of the warpgroup, and its arrive alone may release it."""
+    diags = check(build_unchecked(lambda k: wgmma_ring(k, release=release, tiles=6, lead_releases=True),
+                                  reqntid=256))
+    assert [d.rule for d in diags] == ([rule] if rule else []), format_diagnostics(diags)
+
+
+def test_a_descriptor_may_read_a_row_slice_of_a_box():
+    """Two consumer warpgroups each read their 64 rows of one 128-row box (same swizzle, same SBO): no
+    disagreement; a 64-row layout of another swizzle still disagrees."""
+    spec = px.TensorMapSpec.tiled_for((256, 256), "bf16", (128, 64), swizzle="128B")
+
+    def fn(k, layout):
+        a_map = k.param_tensormap("a", spec)
+        tile, bar = k.shared("tile", 16384, align=1024), k.mbarrier("bar")
+        tid = k.tid_x()
+        t0 = k.setp("eq", tid, 0)
+        init(k, bar, t0)
+        with k.if_(t0):
+            k.mbarrier_arrive_expect_tx(bar, 16384)
+            k.cp_async_bulk_tensor(tile, a_map, (0, 0), mbar=bar)
+        k.mbarrier_wait(bar, parity=0)
+        half = k.matrix_descriptor(tile, layout, k.mul(k.shr(tid, 7), 8192))
+        acc = Accumulator(k, 64)
+        k.wgmma_fence()
+        k.wgmma_mma_async(acc, half, half, scale_d=0)
+        k.wgmma_commit_group()
+        k.wgmma_wait_group(0)
+
+    assert check(build(lambda k: fn(k, MatrixLayout("bf16", 64, 64, "128B")), reqntid=256)) == []
+    diags = check(build_unchecked(lambda k: fn(k, MatrixLayout("bf16", 64, 64, "64B")), reqntid=256))
+    assert [d.rule for d in diags] == ["wgmma-descriptor-map"] and "swizzle" in diags[0].message
