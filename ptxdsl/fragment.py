@@ -17,7 +17,7 @@ below use them. An epilogue written with `Accumulator` never spells them: `eleme
 from __future__ import annotations
 
 from .errors import LayoutError, SourceLoc
-from .types import b32, f32, s32, u32
+from .types import b32, f32, s32
 
 WARPGROUP = 128
 ACC_DTYPES = ("f32", "f16", "s32")
@@ -270,7 +270,8 @@ class Accumulator:
 
     def load_columns(self, k, ptr, dtype=f32) -> tuple:
         """Per-column values for this thread's registers: v[i] = ptr[column of register i] (a global vector of
-        N elements of `dtype`, e.g. a bias), loaded once per distinct column (ld.global.v2 per 8-column block)."""
+        N elements of `dtype`, e.g. a bias), loaded once per distinct column (ld.global.v2 per 8-column block).
+        For an .f16 accumulator v[i] is the pair (low half's column, high half's)."""
         from .types import scalar_type
 
         t = scalar_type(dtype)
@@ -279,8 +280,8 @@ class Accumulator:
         from .ir import Addr
 
         loaded = {b: k.ld(t, Addr(start, 8 * b * t.nbytes) if b else start, vec=2) for b in range(self.n // 8)}
-        if self.dtype == "f16":
-            return tuple(loaded[i >> 1][0] for i in range(len(self.regs)))        # low half's column
+        if self.dtype == "f16":                      # a register holds two columns: the pair of values
+            return tuple(loaded[i >> 1] for i in range(len(self.regs)))
         return tuple(loaded[i >> 2][i & 1] for i in range(len(self.regs)))
 
     def load_rows(self, k, ptr, dtype=f32) -> tuple:

@@ -114,7 +114,8 @@ def test_epilogue_helpers_need_no_index_arithmetic():
     fmas = [s for s in body if s.startswith("fma")]
     assert len(fmas) == 32 and all(f.split()[1].rstrip(",") == f.split()[2].rstrip(",") for f in fmas)
     # register i's column value is the (i >> 2)-th pair's (i & 1) half; its row value the (i >> 1 & 1)-th row
-    assert [b.index(v) for v in b[:8]] == [0, 1, 0, 1, 4, 5, 4, 5] and s[0] is s[1] and s[2] is s[3] and s[0] is not s[2]
+    assert [b.index(v) for v in b[:8]] == [0, 1, 0, 1, 4, 5, 4, 5]
+    assert s[0] is s[1] and s[2] is s[3] and s[0] is not s[2]
     assemble(k.ptx())
 
 
@@ -305,3 +306,13 @@ def test_layout_store_rules(build, rule, shown):
     with pytest.raises(LayoutError) as info:
         build(k)
     assert info.value.rule == rule and shown in info.value.message, str(info.value)
+
+
+def test_f16_accumulator_columns_come_in_pairs():
+    k = px.kernel("f16cols", reqntid=128, arch="sm_90a")
+    acc = Accumulator(k, 32, "f16")
+    cols, rows = acc.load_columns(k, k.param_ptr("bias")), acc.load_rows(k, k.param_ptr("scale"))
+    assert len(cols) == len(rows) == 8
+    assert all(isinstance(c, tuple) and len(c) == 2 for c in cols)
+    assert cols[0] == cols[1] and cols[2] == cols[3] and cols[0] != cols[2]          # registers 0, 1: block 0
+    assert rows[0] is not rows[1] and rows[0] is rows[2]                           # rows g, g + 8, g, ...

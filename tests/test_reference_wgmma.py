@@ -247,3 +247,32 @@ def test_model_errors_are_layout_errors(call, rule):
     with pytest.raises(LayoutError) as info:
         call()
     assert info.value.rule == rule, str(info.value)
+
+
+def test_read_operand_takes_a_matrix_descriptor():
+    """A kernel's descriptor values, read at the address its buffer has: role A reads 64 rows, B the layout's."""
+    import ptxdsl as px
+
+    la, lb = MatrixLayout("bf16", 128, 64, "64B"), MatrixLayout("bf16", 32, 64, "64B")
+    a, b = _random("bf16", (128, 64)), _random("bf16", (32, 64))
+    with px.kernel("descs", reqntid=128, arch="sm_90a", verify=False) as k:
+        buf = k.shared("buf", la.nbytes + lb.nbytes, align=1024)
+        da = k.matrix_descriptor(buf, la).at_row(64)
+        db = k.matrix_descriptor(buf, lb, offset=la.nbytes)
+        moved = db.advance(k.tid_x(), stride=16)
+    smem = np.zeros(0x400 + la.nbytes + lb.nbytes, np.uint8)
+    W.place_tile(smem, a, la, 0x400)
+    W.place_tile(smem, b, lb, 0x400 + la.nbytes)
+    for j in range(4):
+        got_a = W.read_operand(smem, da.advance_k(j), "A", address=0x400)
+        got_b = W.read_operand(smem, db.advance_k(j), address=0x400)
+        assert got_a.shape == (64, 16) and _same(got_a, a[64:, 16 * j:16 * j + 16])
+        assert got_b.shape == (32, 16) and _same(got_b, b[:, 16 * j:16 * j + 16])
+    with pytest.raises(LayoutError, match="model.descriptor"):
+        W.read_operand(smem, db)                                   # no address: no value
+    with pytest.raises(LayoutError, match="model.descriptor"):
+        W.read_operand(smem, moved, address=0x400)                 # moved by a register
+    with pytest.raises(LayoutError, match="model.role"):
+        W.read_operand(smem, 0, "C", dtype="bf16")
+    with pytest.raises(LayoutError, match="model.shape"):
+        W.read_operand(smem, 0, dtype="bf16")                      # B without its N

@@ -5,7 +5,7 @@ Shared memory is a flat uint8 image whose first byte has shared address `smem_ba
 static buffer at 0x400); descriptors hold absolute addresses, and the swizzle XOR is taken on absolute
 address bits 7-9 (minus the descriptor's base offset, modulo 8) into bits 4-6, as measured on the H200.
 
-    read_operand(smem, desc, dtype=, rows=, trans=)   one K step of A (rows 64) or B (rows N) a descriptor names
+    read_operand(smem, desc, role, ...)               one K step of A (64 rows) or B (N rows) a descriptor names
     place_tile / read_tile                            a whole MatrixLayout tile, written or read through its
                                                       descriptors, K step by K step
     acc_to_matrix / matrix_to_acc                     accumulator registers (128 threads x N/2 or N/4) <-> 64 x N
@@ -115,14 +115,31 @@ def _gather(smem: np.ndarray, phys, nbytes: int, smem_base: int) -> np.ndarray:
     return smem[idx[..., None] + np.arange(nbytes)]
 
 
-def read_operand(smem, desc, *, dtype: str, rows: int, trans: bool = False, smem_base: int = 0) -> np.ndarray:
-    """The rows x K-step matrix (A: rows 64, M x K; B: rows N, N x K) one mma_async reads through descriptor
-    `desc` (an int) from the shared-memory image `smem` (bytes or uint8 array starting at address smem_base).
-    trans: imm-trans (MN-major; bf16/f16 only). Elements come back as ELEMENT_DTYPES[dtype] (b1: 0/1)."""
+def read_operand(smem, desc, role: str = "B", *, dtype: str | None = None, rows: int | None = None,
+                 trans: bool | None = None, smem_base: int = 0, address: int | None = None) -> np.ndarray:
+    """The matrix one mma_async reads through descriptor `desc` from the shared-memory image `smem` (bytes or a
+    uint8 array starting at address smem_base): for role 'A' the 64 x K-step A (M x K), for 'B' the N x K-step B,
+    N = `rows`. `desc` is the 64-bit value (an int), or a MatrixDescriptor with `address` the shared address of
+    its buffer; then dtype, rows (B) and trans default to its layout's. trans: imm-trans (MN-major; bf16/f16
+    only). Elements come back as ELEMENT_DTYPES[dtype] (b1: 0/1)."""
+    if role not in ("A", "B"):
+        raise _fail("role", f"role={role!r} breaks 'A or B'")
+    layout = getattr(desc, "layout", None)
+    if layout is not None:
+        if address is None:
+            raise _fail("descriptor", "a MatrixDescriptor's value needs address= (its buffer's shared address)")
+        desc = descriptor_value(desc, address)
+        dtype = dtype or layout.dtype
+        rows = rows if rows is not None else (64 if role == "A" else layout.rows)
+        trans = (layout.major == "MN") if trans is None else trans
+    if rows is None:
+        rows = 64 if role == "A" else None
+    if rows is None or isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or rows < 8 or rows % 8:
+        raise _fail("shape", f"rows={rows!r} breaks 'B's N: a positive multiple of 8'")
     if dtype not in ELEMENT_BITS:
         raise _fail("dtype", f"dtype={dtype!r} breaks 'one of {', '.join(ELEMENT_BITS)}'")
     f = decode_descriptor(desc)
-    addr, bit = _operand_offsets(f, rows, dtype, bool(trans))
+    addr, bit = _operand_offsets(f, int(rows), dtype, bool(trans))
     phys = swizzle_address(addr, f["swizzle"], f["base_offset"])
     bits = ELEMENT_BITS[dtype]
     raw = _gather(_image(smem), phys, max(bits // 8, 1), smem_base)
@@ -170,7 +187,7 @@ def place_tile(smem: np.ndarray, matrix, layout: MatrixLayout, address: int, sme
 def read_tile(smem, layout: MatrixLayout, address: int, smem_base: int = 0) -> np.ndarray:
     """The rows x k matrix of the layout's tile at shared address `address`, read K step by K step through the
     descriptors a kernel would use (layout.descriptor(address + layout.k_offset(j)))."""
-    steps = [read_operand(smem, layout.descriptor(address + layout.k_offset(j)), dtype=layout.dtype,
+    steps = [read_operand(smem, layout.descriptor(address + layout.k_offset(j)), "B", dtype=layout.dtype,
                           rows=layout.rows, trans=layout.major == "MN", smem_base=smem_base)
              for j in range(layout.k_steps)]
     return np.concatenate(steps, axis=1)
@@ -383,10 +400,10 @@ def wgmma(smem, d_regs, a, b_desc: int, *, n: int, dtype: str = "f32", atype: st
     None with scale_d=0. Returns the new accumulator registers."""
     btype = btype or atype
     if isinstance(a, (int, np.integer)):
-        am = read_operand(smem, int(a), dtype=atype, rows=64, trans=trans_a, smem_base=smem_base)
+        am = read_operand(smem, int(a), "A", dtype=atype, trans=trans_a, smem_base=smem_base)
     else:
         am = a_regs_to_matrix(a, atype)
-    bm = read_operand(smem, b_desc, dtype=btype, rows=n, trans=trans_b, smem_base=smem_base)
+    bm = read_operand(smem, b_desc, "B", dtype=btype, rows=n, trans=trans_b, smem_base=smem_base)
     d = acc_to_matrix(d_regs, n, dtype) if d_regs is not None else None
     out = mma_async(d, am, bm, dtype=dtype, atype=atype, btype=btype, scale_d=scale_d, scale_a=scale_a,
                     scale_b=scale_b, satfinite=satfinite)
