@@ -719,6 +719,8 @@ CASES = [
      {"reqntid": 384}),
     ("wgmma-warpgroup-divergent", variant(register_split, "# DEC", by="warp"), register_split, {"reqntid": 384},
      {"reqntid": 384}),
+    ("wgmma-warpgroup-divergent", variant(register_split, "# DEC"), register_split, {"reqntid": 96},
+     {"reqntid": 384}),
     ("wgmma-fence", variant(wgmma_tile, "# MMA", fence=None), wgmma_tile, {}, {}),
     ("wgmma-fence", variant(wgmma_tile, "# MMA", zero_after_fence=True), wgmma_tile, {}, {}),
     ("wgmma-pending", variant(wgmma_tile, "# EARLY", touch_early=True), wgmma_tile, {}, {}),

@@ -321,7 +321,6 @@ class Flow(Walker):
         out.acquired = a.acquired | b.acquired
         out.wg_fenced = a.wg_fenced and b.wg_fenced
         out.wg_written = {**b.wg_written, **a.wg_written}
-        out.nreg, out.nreg_at = (a.nreg, a.nreg_at) if a.nreg == b.nreg else (None, None)
         out.nreg_claims = {**a.nreg_claims, **{r: c for r, c in b.nreg_claims.items()
                                                if r not in a.nreg_claims or c[1] > a.nreg_claims[r][1]}}
         for r in set(a.ver) | set(b.ver):

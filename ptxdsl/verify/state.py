@@ -83,8 +83,6 @@ class State:
     acquired_unfenced: tuple = ()                    # Pending acquires, no fence.proxy.async.global since
     wg_fenced: bool = False                          # a wgmma.fence on every path here
     wg_written: dict = field(default_factory=dict)   # mma_async register -> its write since the last wgmma.fence
-    nreg: int | None = None                          # the warpgroup's register count set by setmaxnreg
-    nreg_at: object = None                           # ... at this setmaxnreg
     nreg_claims: dict = field(default_factory=dict)  # region -> (threads, count, stmt) of the last setmaxnreg
     ver: dict = field(default_factory=dict)          # register -> the version of its value on this path
     dead: bool = False

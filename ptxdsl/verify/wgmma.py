@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 
 from ..ir import Reg, SharedAlloc, TensorMapRef
-from ..isa.effects import AsyncWrite, MmaAsync
+from ..isa.effects import AsyncWrite, MmaAsync, SetMaxNReg
 from .facts import key_name
 from .groups import READ, REGS
 from .state import Pending, Range, first_overlap, line
@@ -248,16 +248,34 @@ def entry_registers(k):
 
 
 def setmaxnreg(cx, s, e, st, ctx):
-    """setmaxnreg: .dec must not raise and .inc must not lower the warpgroup's count; the count it leaves is the
-    warpgroup's claim on the CTA's pool (checked at the kernel's end)."""
-    now = st.nreg if st.nreg is not None else entry_registers(cx.k)
-    if now is not None and (e.n > now if not e.inc else e.n < now):
+    """setmaxnreg: .dec must not raise and .inc must not lower the warpgroup's count (the last setmaxnreg the
+    same threads ran, or the count at entry); the count it leaves is the warpgroup's claim on the CTA's pool
+    (checked at the kernel's end)."""
+    last = st.nreg_claims.get(ctx.region)
+    now = last[1] if last is not None else entry_registers(cx.k)
+    top = _largest_count(cx)
+    if not e.inc and top is not None and e.n > top:
+        pass                        # over every count the kernel can have: ptxas's rule, refused when it is emitted
+    elif now is not None and (e.n > now if not e.inc else e.n < now):
         verb, back = ("dec", "raise") if not e.inc else ("inc", "lower")
+        where = f"after the setmaxnreg at {line(last[2])}" if last is not None else "at entry"
         cx.report("setmaxnreg-budget", f"setmaxnreg.{verb} {e.n} would {back} the warpgroup's register count, "
-                  f"which is {now} here ({'after the setmaxnreg at ' + line(st.nreg_at) if st.nreg_at else 'at entry'})"
-                  f": .dec only lowers and .inc only raises (use setmaxnreg.{'inc' if not e.inc else 'dec'})", s)
-    st.nreg, st.nreg_at = e.n, s
+                  f"which is {now} here ({where}): .dec only lowers and .inc only raises (use "
+                  f"setmaxnreg.{'inc' if not e.inc else 'dec'})", s)
     st.nreg_claims = {**st.nreg_claims, ctx.region: (ctx.mult, e.n, s)}
+
+
+def _largest_count(cx):
+    """The largest register count the kernel can have (.maxnreg, every setmaxnreg.inc), None without either: a
+    .dec above it is ptxas's error (ptxdsl.limits refuses it when the kernel is emitted)."""
+    got = cx.__dict__.get("_wgmma_top", ())
+    if got == ():
+        counts = [e.n for effects in cx.facts.effects.values() for e in effects
+                  if isinstance(e, SetMaxNReg) and e.inc]
+        if cx.k.directives.get("maxnreg"):
+            counts.append(cx.k.directives["maxnreg"])
+        got = cx.__dict__["_wgmma_top"] = max(counts) if counts else None
+    return got
 
 
 def budget(cx, s, e, st, ctx):
