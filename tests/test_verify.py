@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 import ptxdsl as px
 from ptxdsl import sreg
 from ptxdsl.cli import load_kernels
+from ptxdsl.descriptor import MatrixLayout
 from ptxdsl.errors import shown_path
+from ptxdsl.fragment import Accumulator
 from ptxdsl.reference import smem_layout, tx_bytes
 from ptxdsl.verify import RULES, check, format_diagnostics
 
@@ -531,6 +533,146 @@ def nothing(k):
     k.bar_sync(0)
 
 
+# ------------------------------------------------------------------------------------------ tensor cores
+
+WG_SPEC = px.TensorMapSpec.tiled_for((256, 256), "bf16", (64, 64), swizzle="128B")   # a 64x64 bf16 tile, 8192 B
+WG_LAYOUT = MatrixLayout.for_tensormap(WG_SPEC)                                      # K-major, 128B, 64 rows
+
+
+def wgmma_tiles(k, b_layout=WG_LAYOUT):
+    """Thread 0 loads an A and a B tile (64x64 bf16, 128B swizzle) with TMA; every thread waits for them. Returns
+    the descriptors of both tiles and a 64x64 f32 accumulator."""
+    a_map, b_map = k.param_tensormap("a", WG_SPEC), k.param_tensormap("b", WG_SPEC)
+    ta, tb = k.shared("ta", 8192, align=1024), k.shared("tb", 8192, align=1024)
+    bar = k.mbarrier("bar")
+    t0 = k.setp("eq", k.tid_x(), 0)
+    init(k, bar, t0)
+    with k.if_(t0):
+        k.mbarrier_arrive_expect_tx(bar, 2 * 8192)
+        k.cp_async_bulk_tensor(ta, a_map, (0, 0), mbar=bar)
+        k.cp_async_bulk_tensor(tb, b_map, (0, 0), mbar=bar)
+    k.mbarrier_wait(bar, parity=0)
+    return k.matrix_descriptor(ta, WG_LAYOUT), k.matrix_descriptor(tb, b_layout), Accumulator(k, 64)
+
+
+def wgmma_out(k, acc):
+    """Each thread stores its accumulator registers to global memory."""
+    out = k.param_ptr("out")
+    base = k.mad(k.tid_x(), 4 * len(acc.regs), out, mode="wide")
+    for i, r in enumerate(acc.regs):
+        k.st(px.f32, px.Addr(base, 4 * i), r, space="global")
+
+
+def wgmma_tile(k, fence="first", zero_after_fence=False, wait=True, touch_early=False):
+    da, db, acc = wgmma_tiles(k)
+    if fence == "first":
+        k.wgmma_fence()  # FENCE
+    if zero_after_fence:
+        acc.zero(k)
+    k.wgmma_mma_async(acc, da, db, scale_d=1 if zero_after_fence else 0)  # MMA
+    k.wgmma_commit_group()
+    if touch_early:
+        k.add(acc.regs[0], 1.0, out=acc.regs[0])  # EARLY
+    if wait:
+        k.wgmma_wait_group(0)
+    wgmma_out(k, acc)
+
+
+def wgmma_mapped(k, b_layout=WG_LAYOUT):
+    """B's descriptor built from `b_layout` (the map wrote B with a 128B swizzle)."""
+    da, db, acc = wgmma_tiles(k, b_layout)
+    k.wgmma_fence()
+    k.wgmma_mma_async(acc, da, db, scale_d=0)  # MMA
+    k.wgmma_commit_group()
+    k.wgmma_wait_group(0)
+    wgmma_out(k, acc)
+
+
+def wgmma_generic_tile(k, proxy_fence=True):
+    """Every thread writes A with st.shared (B comes by TMA): the async proxy reads A only after
+    fence.proxy.async by the writers and a barrier."""
+    da, db, acc = wgmma_tiles(k)
+    ta = da.buffer
+    tid = k.tid_x()
+    with k.loop(0, 16) as i:
+        k.st(px.u32, k.add(k.mov(ta), k.shl(k.mad(i, 128, tid), 2)), 0, space="shared::cta")
+    if proxy_fence:
+        k.fence_proxy_async("shared::cta")
+    k.bar_sync(0)
+    k.wgmma_fence()
+    k.wgmma_mma_async(acc, da, db, scale_d=0)  # MMA
+    k.wgmma_commit_group()
+    k.wgmma_wait_group(0)
+    wgmma_out(k, acc)
+
+
+def wgmma_ring(k, release="after_wait", tiles=4, stages=2, lead_releases=False):
+    """Warpgroup 0 (thread 0) fills a ring of `stages` 64x64 bf16 tiles by TMA; warpgroup 1 multiplies each tile
+    (as A and B) into its accumulator and releases the slot on its empty barrier, after wgmma.wait_group."""
+    a_map = k.param_tensormap("a", WG_SPEC)
+    ring = k.shared("ring", stages * 8192, align=1024)
+    full, empty = k.mbarrier("full", stages), k.mbarrier("empty", stages)
+    tid = k.tid_x()
+    t0 = k.setp("eq", tid, 0)
+    with k.if_(t0):
+        with k.loop(0, stages) as s:
+            k.mbarrier_init(k.mad(s, 8, k.mov(full)), 1)
+            k.mbarrier_init(k.mad(s, 8, k.mov(empty)), 1 if lead_releases else 128)
+        k.fence_mbarrier_init()
+    k.bar_sync(0)
+    group = k.shr(tid, 7)
+    lead = k.setp("eq", tid, 128)
+    with k.if_(t0):
+        with k.loop(0, tiles) as t:
+            s, lap = k.rem(t, stages), k.div(t, stages)
+            full_s, empty_s = k.mad(s, 8, k.mov(full)), k.mad(s, 8, k.mov(empty))
+            with k.if_(k.setp("ge", t, stages)):
+                k.mbarrier_wait(empty_s, parity=k.and_(k.sub(lap, 1), 1))
+            k.mbarrier_arrive_expect_tx(full_s, 8192)
+            k.cp_async_bulk_tensor(k.mad(s, 8192, k.mov(ring)), a_map, (k.mul(t, 64), 0), mbar=full_s)  # REFILL
+    with k.if_(k.setp("eq", group, 1)):
+        acc = Accumulator(k, 64)
+        first = k.matrix_descriptor(ring, WG_LAYOUT)
+        with k.loop(0, tiles) as t:
+            s, lap = k.rem(t, stages), k.div(t, stages)
+            full_s, empty_s = k.mad(s, 8, k.mov(full)), k.mad(s, 8, k.mov(empty))
+            k.mbarrier_wait(full_s, parity=k.and_(lap, 1))
+            d = first.advance(s, stride=8192)
+            k.wgmma_fence()
+            k.wgmma_mma_async(acc, d, d, scale_d=k.setp("ne", t, 0))
+            k.wgmma_commit_group()
+            if release == "before_wait":
+                with k.if_(lead) if lead_releases else nullcontext():
+                    k.mbarrier_arrive(empty_s)  # RELEASE
+            if release.startswith("pipelined"):         # keep one group in flight: release the previous stage
+                k.wgmma_wait_group(1)
+                if release == "pipelined_this":
+                    k.mbarrier_arrive(empty_s)      # the stage the group in flight still reads
+                else:
+                    with k.if_(k.setp("ne", t, 0)):
+                        k.mbarrier_arrive(k.mad(k.rem(k.add(t, stages - 1), stages), 8, k.mov(empty)))
+            else:
+                k.wgmma_wait_group(0)
+            if release == "after_wait":
+                with k.if_(lead) if lead_releases else nullcontext():
+                    k.mbarrier_arrive(empty_s)
+        if release.startswith("pipelined"):
+            k.wgmma_wait_group(0)
+        wgmma_out(k, acc)
+
+
+def register_split(k, dec=40, inc=232, by="warpgroup"):
+    """A producer warpgroup gives registers back, two consumer warpgroups take them (384 threads: 168 each at
+    entry, a pool of 64512): 128 x 40 + 256 x 232 = 64512 fits."""
+    tid = k.tid_x()
+    group = k.shr(tid, 7) if by == "warpgroup" else k.shr(tid, 5)
+    with k.if_(k.setp("eq", group, 0)):
+        k.setmaxnreg_dec(dec)  # DEC
+    with k.if_(k.setp("ne", group, 0)):
+        k.setmaxnreg_inc(inc)  # INC
+    k.bar_sync(0)
+
+
 # (rule, bad builder, fixed builder, kernel options of the bad one, of the fixed one)
 CASES = [
     ("mbarrier-uninit", uninit_bad, uninit_good, {}, {}),
@@ -570,6 +712,24 @@ CASES = [
     ("bulk-store-release", variant(flag_handoff, "# PUBLISH", wait=None), flag_handoff, {}, {}),
     ("bulk-store-release", variant(flag_handoff, "# PUBLISH", store_fence=False), flag_handoff, {}, {}),
     ("acquire-async-fence", variant(flag_handoff, "# REDUCE", load_fence=False), flag_handoff, {}, {}),
+    ("setmaxnreg-budget", variant(register_split, "# INC", inc=240), register_split, {"reqntid": 384},
+     {"reqntid": 384}),
+    ("setmaxnreg-budget", variant(register_split, "# DEC", dec=176), register_split, {"reqntid": 384},
+     {"reqntid": 384}),
+    ("setmaxnreg-budget", variant(register_split, "# INC", inc=160), register_split, {"reqntid": 384},
+     {"reqntid": 384}),
+    ("wgmma-warpgroup-divergent", variant(register_split, "# DEC", by="warp"), register_split, {"reqntid": 384},
+     {"reqntid": 384}),
+    ("wgmma-warpgroup-divergent", variant(register_split, "# DEC"), register_split, {"reqntid": 96},
+     {"reqntid": 384}),
+    ("wgmma-fence", variant(wgmma_tile, "# MMA", fence=None), wgmma_tile, {}, {}),
+    ("wgmma-fence", variant(wgmma_tile, "# MMA", zero_after_fence=True), wgmma_tile, {}, {}),
+    ("wgmma-pending", variant(wgmma_tile, "# EARLY", touch_early=True), wgmma_tile, {}, {}),
+    ("wgmma-proxy-fence", variant(wgmma_generic_tile, "# MMA", proxy_fence=False), wgmma_generic_tile, {}, {}),
+    ("wgmma-stage-release", variant(wgmma_ring, "# REFILL", release="before_wait"), wgmma_ring, {"reqntid": 256},
+     {"reqntid": 256}),
+    ("wgmma-descriptor-map", variant(wgmma_mapped, "# MMA", b_layout=MatrixLayout("bf16", 64, 64, "64B")),
+     wgmma_mapped, {}, {}),
 ]
 
 
@@ -583,7 +743,7 @@ def bad_line(fn) -> int:
 
 
 def build(fn, name="t", **opts):
-    with px.kernel(name, reqntid=128, **opts) as k:
+    with px.kernel(name, **{"reqntid": 128, **opts}) as k:
         fn(k)
     return k.kernel
 
@@ -1519,3 +1679,114 @@ def test_a_fence_alone_is_no_flag_acquire_but_is_a_release():
             k.st(px.u32, k.param_ptr("flag"), 1)
 
     assert [d.rule for d in check(build_unchecked(store_then_fence))] == ["bulk-store-release"]
+
+
+# ------------------------------------------------------------------------------------- async-group queues
+
+def test_async_group_queues_commit_and_retire_by_name():
+    """One mechanism for every kind of group: a wait on one queue retires all but its n newest groups there and
+    nothing of another queue; wait_group.read retires the shared-memory reads of a bulk group, not its global
+    writes."""
+    from ptxdsl.verify.groups import READ, REGS, WRITE, Groups
+    g = Groups().add("bulk", READ, "r1").add("bulk", WRITE, "w1").commit("bulk")
+    g = g.add("bulk", READ, "r2").commit("bulk").add("wgmma", REGS, "acc").commit("wgmma")
+    done, g = g.wait("bulk", 1, read=True)
+    assert [x.item for x in done] == ["r1"]
+    assert [x.item for x in g.pending("bulk")] == ["w1", "r2"] and [x.item for x in g.pending("wgmma")] == ["acc"]
+    done, g = g.wait("bulk", 0)
+    assert [x.item for x in done] == ["w1", "r2"] and g.pending("bulk") == ()
+    done, g = g.wait("wgmma", 1)
+    assert done == () and [x.item for x in g.pending("wgmma", REGS)] == ["acc"]
+    open_ = Groups().add("wgmma", REGS, "acc")
+    assert open_.wait("wgmma", 0)[0] == () and open_.uncommitted("wgmma", open_.pending("wgmma")[0])
+    assert Groups().commit("bulk") == Groups() and Groups().commit("bulk", empty=True).queue("bulk").committed == ((),)
+
+
+def store_then_overwrite(k, wait):
+    dst = k.param_tensormap("dst", SPEC)
+    tile = k.shared("tile", BOX, align=128)
+    tid = k.tid_x()
+    t0 = k.setp("eq", tid, 0)
+    with k.if_(t0):
+        k.cp_async_bulk_tensor(dst, tile, (0, 0))
+        k.cp_async_bulk_commit_group()
+        if wait == "bulk":
+            k.cp_async_bulk_wait_group_read(0)
+    if wait == "wgmma":
+        k.wgmma_commit_group()
+        k.wgmma_wait_group(0)
+    k.bar_sync(0)
+    k.st(px.u32, each_thread(k, tile, tid), tid, space="shared::cta")  # BAD
+    with k.if_(t0):
+        k.cp_async_bulk_wait_group_read(0)
+
+
+def test_a_wgmma_wait_retires_no_bulk_group():
+    assert [(d.rule, d.loc.line) for d in check(build_unchecked(lambda k: store_then_overwrite(k, "wgmma")))] == \
+        [("bulk-group-pending", bad_line(store_then_overwrite))]
+    assert check(build(lambda k: store_then_overwrite(k, "bulk"))) == []
+
+
+def test_the_launch_run_follows_wgmma_stages():
+    """With the tile count a parameter the run at build time cannot follow the ring; check_launch runs it with the
+    launch's count: the early release is found there, the fixed ring passes, and the debug build of either (a
+    watchdog around each wait, the MMAs async with no barrier of their own) assembles."""
+    def ring(k, release):
+        wgmma_ring(k, release=release, tiles=k.param("tiles", px.u32))
+
+    for release, rule in (("before_wait", "wgmma-stage-release"), ("after_wait", None)):
+        k = build(lambda k: ring(k, release), reqntid=256, debug=True)
+        px.assemble(px.emit(k), "sm_90a")
+        args = {"tiles": 4, "a": WG_SPEC, "out": 0}
+        launch = lambda: px.verify.check_launch(k, tuple(args[p.name] for p in k.params if p.name in args),  # noqa
+                                                grid=(1, 1, 1), block=(256, 1, 1))
+        if rule is None:
+            launch()
+            continue
+        with pytest.raises(px.LaunchError) as info:
+            launch()
+        assert info.value.rule == rule and info.value.loc.line == marked_line(wgmma_ring, "# REFILL")
+
+
+@pytest.mark.parametrize("release, rule", [("pipelined", None), ("pipelined_this", "wgmma-stage-release")])
+def test_a_wgmma_ring_that_keeps_one_group_in_flight(release, rule):
+    """wait_group 1 after issuing stage t retires stage t - 1: releasing that one is right, releasing stage t (still
+    read by the group in flight) lets the producer refill it under the MMA."""
+    diags = check(build_unchecked(lambda k: wgmma_ring(k, release=release, tiles=6), reqntid=256))
+    assert [d.rule for d in diags] == ([rule] if rule else []), format_diagnostics(diags)
+
+
+@pytest.mark.parametrize("release, rule", [("after_wait", None), ("before_wait", "wgmma-stage-release")])
+def test_one_thread_releases_the_stage_for_its_warpgroup(release, rule):
+    """An MMA is the warpgroup's and wgmma.wait_group is collective: once the lead thread (thread 128) has passed
+    the wait, the stage is free for every thread of the warpgroup, and its arrive alone may release it."""
+    diags = check(build_unchecked(lambda k: wgmma_ring(k, release=release, tiles=6, lead_releases=True),
+                                  reqntid=256))
+    assert [d.rule for d in diags] == ([rule] if rule else []), format_diagnostics(diags)
+
+
+def test_a_descriptor_may_read_a_row_slice_of_a_box():
+    """Two consumer warpgroups each read their 64 rows of one 128-row box (same swizzle, same SBO): no
+    disagreement; a 64-row layout of another swizzle still disagrees."""
+    spec = px.TensorMapSpec.tiled_for((256, 256), "bf16", (128, 64), swizzle="128B")
+
+    def fn(k, layout):
+        a_map = k.param_tensormap("a", spec)
+        tile, bar = k.shared("tile", 16384, align=1024), k.mbarrier("bar")
+        tid = k.tid_x()
+        t0 = k.setp("eq", tid, 0)
+        init(k, bar, t0)
+        with k.if_(t0):
+            k.mbarrier_arrive_expect_tx(bar, 16384)
+            k.cp_async_bulk_tensor(tile, a_map, (0, 0), mbar=bar)
+        k.mbarrier_wait(bar, parity=0)
+        half = k.matrix_descriptor(tile, layout, k.mul(k.shr(tid, 7), 8192))
+        acc = Accumulator(k, 64)
+        k.wgmma_fence()
+        k.wgmma_mma_async(acc, half, half, scale_d=0)
+        k.wgmma_commit_group()
+        k.wgmma_wait_group(0)
+
+    assert check(build(lambda k: fn(k, MatrixLayout("bf16", 64, 64, "128B")), reqntid=256)) == []
+    diags = check(build_unchecked(lambda k: fn(k, MatrixLayout("bf16", 64, 64, "64B")), reqntid=256))
+    assert [d.rule for d in diags] == ["wgmma-descriptor-map"] and "swizzle" in diags[0].message

@@ -90,3 +90,45 @@ def test_renamed_op_classes_give_the_same_diagnostics(name, fn, opts):
     assert findings(kernel) == before
     if "-bad-" in name:
         assert before, "a bad kernel of test_verify has no finding"
+
+
+# ------------------------------------------------------------------------------------ engines
+
+RUN_MODULES = {"ring.py", "races.py"}           # the run of the CTA's threads; kernel.py: the kernel-wide checks
+
+
+def reported_rules() -> dict:
+    """{rule: {engine}} of every rule some module of ptxdsl/verify/ reports by name: the walk's modules through
+    `cx.report` / `self.report`, the run's through `self._report`, the kernel-wide checks through `diag`."""
+    out: dict = {}
+    for f in sorted(VERIFY_DIR.glob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if not (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)):
+                continue
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+            rule = node.args[0].value
+            if name == "_report":
+                engine = "run"
+            elif name == "report":
+                engine = "walk"
+            elif name == "diag" and f.name == "kernel.py":
+                engine = "kernel"
+            else:
+                continue
+            assert (engine == "run") == (f.name in RUN_MODULES), f"{f.name} reports {rule} as the {engine}"
+            out.setdefault(rule, set()).add(engine)
+    return out
+
+
+def test_each_rule_is_reported_by_the_engines_it_declares():
+    """A rule belongs to one engine (Rule.engine); the few that a second engine also reports, for the cases the
+    first cannot see (ring slots placed through a register), say so (Rule.also). A rule a module reports under
+    another engine fails here, before it is found twice."""
+    from ptxdsl.verify import RULES
+    got = reported_rules()
+    assert {"expect-tx-mismatch", "refill-race", "smem-capacity", "bulk-group-pending"} <= set(got)
+    for rule, engines in got.items():
+        assert engines <= set(RULES[rule].engines), (rule, engines, RULES[rule].engines)
+    for r in RULES.values():
+        if r.also is not None:
+            assert got.get(r.name) == set(r.engines), (r.name, got.get(r.name))

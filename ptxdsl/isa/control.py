@@ -46,7 +46,7 @@ class _Setmaxnreg(Op):
     note = "N is 24..256, a multiple of 8; warpgroup-collective"
 
     def effects(self):
-        return (fx.Collective("warpgroup"),)
+        return (fx.Collective("warpgroup"), fx.SetMaxNReg(int(self.n), inc=self.inc))
 
 
 class SetmaxnregInc(_Setmaxnreg):
@@ -54,6 +54,7 @@ class SetmaxnregInc(_Setmaxnreg):
 
     ptx = "setmaxnreg.inc.sync.aligned.u32"
     mnemonic = "setmaxnreg.inc"
+    inc = True
 
 
 class SetmaxnregDec(_Setmaxnreg):
@@ -61,3 +62,4 @@ class SetmaxnregDec(_Setmaxnreg):
 
     ptx = "setmaxnreg.dec.sync.aligned.u32"
     mnemonic = "setmaxnreg.dec"
+    inc = False

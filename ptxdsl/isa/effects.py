@@ -217,6 +217,16 @@ class MmaAsync(Effect):
 
 
 @dataclass(frozen=True)
+class SetMaxNReg(Effect):
+    """setmaxnreg: the per-thread register count of the warpgroup running it becomes `n` (an int), raised from
+    the current one (`inc`, blocking until the CTA's pool has the registers) or lowered to it (returned to the
+    pool)."""
+
+    n: int
+    inc: bool
+
+
+@dataclass(frozen=True)
 class ProxyFence(Effect):
     """A fence between the generic proxy and another one. `proxy`: 'async' (TMA reads see generic writes
     of `space`, None = every space), 'mbarrier_init' (inits are visible to the async proxy and the cluster),

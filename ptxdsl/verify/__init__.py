@@ -19,14 +19,16 @@ Rules are data (`rules.RULES`). The checks read only the ops' declared effects (
       continuation.py  loads a loop's later iterations retire (`if t + STAGES < n`)
       tma.py           boxes: tma-smem-align, tma-smem-bounds, coord-align, multicast-mask
       memory.py        generic accesses vs the async proxy: tma-load-race, async-proxy-fence
+      groups.py        async-group queues (bulk, wgmma): commit_group / wait_group, one mechanism for both engines
       bulk_groups.py   bulk-group-pending, bulk-group-exit
       ordering.py      flags between threads vs TMA's global accesses: bulk-store-release, acquire-async-fence
       tensormaps.py    tensormap-release, tensormap-acquire, tensormap-align
-      divergence.py    sync-aligned-divergent, barrier-divergent
+      divergence.py    sync-aligned-divergent, barrier-divergent, wgmma-warpgroup-divergent
+      wgmma.py         wgmma-fence, wgmma-proxy-fence, wgmma-pending, wgmma-descriptor-map, setmaxnreg-budget
     symbols.py       values known up to parameters (linear forms), for the launch and device checks
     kernel.py        smem-capacity, cluster-size, debug-timeout, unchecked-tensormap
     ring.py          a run of the kernel's threads (thread classes) through its barriers: wait-never-armed,
-                     arrival-count, ring-parity, refill-race
+                     arrival-count, ring-parity, refill-race, wgmma-stage-release
     deferred.py      the launch checks as data; launch.py evaluates them (check_launch)
 """
 from __future__ import annotations
@@ -129,10 +131,7 @@ def _findings(k: Kernel) -> list[Diagnostic]:
     out.extend(flow)
     if any(d.severity == "error" for d in flow):
         return out                  # the run of the threads would mostly report what those errors cause
-    seen = {(d.rule, d.loc) for d in flow}
     for f in ring_findings(k, effects=walk.facts.effects):
         if not any(f.rule in getattr(s, "allow", frozenset()) for s in f.stmts):
-            d = diag(f.rule, f.message, stmts_loc(list(f.stmts)))
-            if (d.rule, d.loc) not in seen:
-                out.append(d)
+            out.append(diag(f.rule, f.message, stmts_loc(list(f.stmts))))
     return out

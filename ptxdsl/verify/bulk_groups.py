@@ -1,5 +1,6 @@
 """Bulk async-groups: a TMA store, reduce or bulk copy to global memory reads its shared source until
-cp.async.bulk.wait_group.read says the group holding it is done.
+cp.async.bulk.wait_group.read says the group holding it is done (the 'bulk' queue of verify/groups.py, READ
+entries).
 
 Rules: bulk-group-pending (a shared buffer is overwritten while a bulk group reading it is pending; also found
 by the run of the threads, verify/ring.py, for ring slots),
@@ -7,19 +8,18 @@ bulk-group-exit (the kernel exits with bulk reads not committed or not waited fo
 """
 from __future__ import annotations
 
-import itertools
-
 from .facts import key_name
-from .state import Pending, commit_group, first_overlap, line, wait_group
+from .groups import READ
+from .state import Pending, first_overlap, line
 
 
 def _pending(st):
-    return st.uncommitted + tuple(itertools.chain.from_iterable(st.groups))
+    return tuple(x.item for x in st.asyncg.pending("bulk", READ))
 
 
 def join(cx, s, src, st, ctx):
     """A bulk read of `src` joins this thread's current (uncommitted) group."""
-    st.uncommitted = st.uncommitted + (Pending(src, s, region=ctx.region),)
+    st.asyncg = st.asyncg.add("bulk", READ, Pending(src, s, region=ctx.region))
 
 
 def overwrite(cx, s, rng, st):
@@ -35,21 +35,13 @@ def overwrite(cx, s, rng, st):
                   f"cp.async.bulk.wait_group.read first", s, x.stmt)
 
 
-def commit(cx, s, e, st, ctx):
-    st.groups, st.uncommitted = commit_group(st.groups, st.uncommitted)
-
-
-def wait(cx, s, e, st, ctx):
-    _, st.groups = wait_group(st.groups, e.n)
-
-
 def exit(cx, s, e, st, ctx):
     """The kernel ends (at `s`, or at its end when s is None): every bulk read must be committed and waited."""
     pending = _pending(st)
     if not pending:
         return
     first = pending[0]
-    how = "is not committed" if first in st.uncommitted else "is not waited for"
+    how = "is not committed" if any(x.item is first for x in st.asyncg.queue("bulk").open) else "is not waited for"
     where = f"at {line(s)}" if s is not None else "at its end"
     cx.report("bulk-group-exit", f"the kernel exits {where} while the bulk copy at {line(first.stmt)} may still "
               f"read shared memory (it {how}); end with cp.async.bulk.commit_group and "

@@ -9,6 +9,8 @@ the union of what its inputs vary across.
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, replace
 
 from ..fold import evaluate
@@ -16,11 +18,12 @@ from ..ir import Addr, If, Imm, Instr, Kernel, LabelStmt, Loop, PredNot, Reg, Sh
 from ..isa.effects import Compute, Elect, Opaque
 from ..types import pred, scalar_type
 
-LANE, WARP, CTA = "lane", "warp", "cta"
-VARYING = frozenset({LANE, WARP})
+LANE, WARP, GROUP, CTA = "lane", "warp", "group", "cta"    # differs among: the lanes of a warp, the warps of a
+VARYING = frozenset({LANE, WARP, GROUP})                    # warpgroup, the warpgroups of a CTA, the CTAs
+ACROSS_WARPS = frozenset({WARP, GROUP})                     # differs among the warps of the CTA
 RESIDUE_BITS = 64                   # low bits tracked by the residue analysis
 FIXPOINT_PASSES = 128
-VARIES = {"thread": frozenset({LANE, WARP}), "warp": frozenset({WARP}), "none": frozenset()}
+VARIES = {"thread": VARYING, "warp": ACROSS_WARPS, "none": frozenset()}
 _CONTROL = VARYING | {CTA}
 
 
@@ -106,9 +109,10 @@ def _trunc(res, bits):
 
 
 _SREG_TAGS = {"%ctaid": {CTA}, "%clusterid": {CTA}, "%cluster_ctaid": {CTA}, "%smid": {CTA},
-              "%cluster_ctarank": {CTA}, "%laneid": {LANE}, "%warpid": {WARP},
-              "%clock": {LANE, WARP, CTA}, "%clock64": {LANE, WARP, CTA}, "%globaltimer": {LANE, WARP, CTA},
-              "%globaltimer_lo": {LANE, WARP, CTA}, "%globaltimer_hi": {LANE, WARP, CTA}}
+              "%cluster_ctarank": {CTA}, "%laneid": {LANE}, "%warpid": {WARP, GROUP},
+              "%clock": {LANE, WARP, GROUP, CTA}, "%clock64": {LANE, WARP, GROUP, CTA},
+              "%globaltimer": {LANE, WARP, GROUP, CTA}, "%globaltimer_lo": {LANE, WARP, GROUP, CTA},
+              "%globaltimer_hi": {LANE, WARP, GROUP, CTA}}
 _SREG_KIND = {"%tid.x": "tid", "%laneid": "lane", "%warpid": "warp", "%cluster_ctarank": "rank"}
 _SWAP = {"lt": "gt", "gt": "lt", "le": "ge", "ge": "le"}
 
@@ -117,8 +121,8 @@ def sreg_val(s: SpecialReg, k: Kernel) -> Val:
     name = s.name
     if name.startswith("%tid."):
         ntid = k.directives.get("reqntid") or k.directives.get("maxntid")
-        whole_warps = name != "%tid.x" and ntid is not None and ntid[0] % 32 == 0
-        tags = {WARP} if whole_warps else {LANE, WARP}
+        whole = 0 if name == "%tid.x" or ntid is None else math.gcd(ntid[0], 128)
+        tags = {GROUP} if whole == 128 else {WARP, GROUP} if whole % 32 == 0 and whole else {LANE, WARP, GROUP}
     else:
         tags = _SREG_TAGS.get(name, _SREG_TAGS.get(name.split(".")[0], set()))
     return Val(frozenset(tags), kind=_SREG_KIND.get(name))
@@ -358,12 +362,15 @@ class Facts:
     def _setp(cmp, a: Val, b: Val, const) -> Val:
         tags, kind = a.tags | b.tags, None
         for x, y, c in ((a, b, cmp), (b, a, _SWAP.get(cmp, cmp))):
-            if x.kind in ("tid", "lane", "warp", "rank") and y.const is not None:
+            if x.kind in ("tid", "lane", "warp", "wgroup", "rank") and y.const is not None:
                 if c == "eq":
                     kind = "sel_" + x.kind
+                elif c == "ne" and x.kind == "wgroup":
+                    kind = "nsel_wgroup"
                 if x.kind == "tid" and ((c in ("lt", "ge") and y.const % 32 == 0)
                                         or (c in ("le", "gt") and y.const % 32 == 31)):
-                    tags = frozenset({WARP}) | (tags - {LANE, WARP})
+                    whole = y.const % 128 == (0 if c in ("lt", "ge") else 127)      # a warpgroup boundary
+                    tags = (frozenset({GROUP}) if whole else ACROSS_WARPS) | (tags - VARYING)
         return Val(tags, kind=kind, const=const)
 
 
@@ -376,7 +383,10 @@ def binary(name: str, a: Val, b: Val, bits: int, const=None) -> Val:
     if a.kind == "tid" and b.const is not None and (
             (name == "shr" and shift >= 5) or (name == "div" and b.const and b.const % 32 == 0)
             or (name == "and" and b.const % 32 == 0)):
-        tags, kind = frozenset({WARP}), ("warp" if name != "and" else None)
+        # tid / 32 picks a warp, tid / 128 a warpgroup: the same in every thread of it
+        group = (shift >= 7 if name == "shr" else b.const % 128 == 0)
+        tags = frozenset({GROUP}) if group else ACROSS_WARPS
+        kind = None if name == "and" else "wgroup" if group else "warp"
     addr = None
     if name in ("add", "sub") and a.addr is not None and b.addr is None:
         off, delta = a.addr[1], None if b.const is None else b.const if name == "add" else -b.const

@@ -15,14 +15,17 @@ from dataclasses import replace
 
 from ..ir import If, Imm, Instr, Kernel, Loop, PredNot, Reg, WaitLoop, Walker
 from ..isa.effects import (Access, Arrive, AsyncRead, AsyncWrite, Barrier, CommitGroup, CompleteTx, Exit, ExpectTx,
-                           GlobalAsync, Init, Inval, Order, ProxyFence, TmapEdit, TmapPublish, TmapRead, Trap, Wait,
-                           WaitGroup)
-from . import (bulk_groups, continuation, divergence, mbarrier, memory, ordering, phases, tensormaps, tma,
-               transactions)
-from .facts import CTA, LANE, VARYING, facts_of
+                           GlobalAsync, Init, Inval, MmaAsync, Order, ProxyFence, SetMaxNReg, TmapEdit, TmapPublish,
+                           TmapRead, Trap, Wait, WaitGroup, WgmmaFence)
+from . import (bulk_groups, continuation, divergence, groups, mbarrier, memory, ordering, phases, tensormaps, tma,
+               transactions, wgmma)
+from .facts import CTA, LANE, VARYING, WARP, facts_of
 from .rules import Diagnostic, diag
-from .state import MAX_ALTERNATIVES, MAX_GROUPS, ZERO, Ctx, InitInfo, Range, State, stmts_loc
+from .groups import Groups
+from .state import MAX_ALTERNATIVES, ZERO, Ctx, InitInfo, Range, State, stmts_loc
 from .symbols import Resolver
+
+WITHIN_GROUP = frozenset({LANE, WARP})      # a condition on these differs among the threads of one warpgroup
 
 # effect class -> the rule families' handlers, each called as fn(flow, stmt, effect, state, ctx). Compute,
 # Opaque and Elect feed the register facts (facts.py); Collective and Barrier also go to divergence.check.
@@ -36,8 +39,8 @@ HANDLERS = {
     AsyncWrite: (tma.load,),
     AsyncRead: (tma.read,),
     TmapRead: (tma.prefetch,),
-    CommitGroup: (bulk_groups.commit, ordering.commit),
-    WaitGroup: (bulk_groups.wait, ordering.wait),
+    CommitGroup: (groups.commit,),
+    WaitGroup: (groups.wait,),
     GlobalAsync: (ordering.bulk,),
     Order: (ordering.order,),
     Access: (memory.access,),
@@ -45,7 +48,10 @@ HANDLERS = {
     Barrier: (mbarrier.sync, memory.sync, tensormaps.sync),
     TmapEdit: (tensormaps.edit,),
     TmapPublish: (tensormaps.publish,),
-    Exit: (memory.exit, bulk_groups.exit),
+    Exit: (memory.exit, bulk_groups.exit, wgmma.budget),
+    WgmmaFence: (wgmma.fence,),
+    MmaAsync: (wgmma.mma,),
+    SetMaxNReg: (wgmma.setmaxnreg,),
 }
 
 
@@ -214,6 +220,10 @@ class Flow(Walker):
                 mult = None if n is None else max(1, n // 32)
             elif sel == "sel_warp":
                 mult = None if n is None else min(n, 32)
+            elif sel == "sel_wgroup":
+                mult = None if n is None else min(n, 128)
+            elif (v.kind == "sel_wgroup") == neg and v.kind in ("sel_wgroup", "nsel_wgroup") and not ctx.region:
+                mult = None if n is None or n < 128 else n - 128      # every warpgroup but one
             else:
                 mult = None
         if CTA in v.tags:
@@ -222,6 +232,7 @@ class Flow(Walker):
         return replace(ctx, region=region, mult=mult, issuers=issuers,
                        later=(ctx.later | later) if later else ctx.later,
                        lane_div=ctx.lane_div or LANE in v.tags or elect,
+                       group_div=ctx.group_div or bool(v.tags & WITHIN_GROUP) or elect,
                        warp_div=ctx.warp_div or bool(v.tags & VARYING) or elect)
 
     def _if(self, s: If, st: State, ctx: Ctx) -> State:
@@ -302,17 +313,16 @@ class Flow(Walker):
                 out.last[key] = a.last[key]
         out.inflight = self._join_loads(entry.inflight, a, b, both_run)
         out.dirty = tuple(dict.fromkeys(a.dirty + b.dirty))
-        mine_a = lambda xs: tuple(x for x in xs if _owner(x.region, split) != "else")   # noqa: E731
-        mine_b = lambda xs: tuple(x for x in xs if _owner(x.region, split) != "then")   # noqa: E731
-        for open_, committed in (("uncommitted", "groups"), ("writes_open", "write_groups")):   # bulk-group queues
-            setattr(out, open_, tuple(dict.fromkeys(mine_a(getattr(a, open_)) + mine_b(getattr(b, open_)))))
-            groups = [g for g in map(mine_a, getattr(a, committed)) if g] + \
-                [g for g in map(mine_b, getattr(b, committed)) if g]
-            setattr(out, committed, tuple(dict.fromkeys(groups))[-MAX_GROUPS:])
+        out.asyncg = Groups.join(a.asyncg.keep(lambda x: _owner(x.region, split) != "else"),       # per-thread
+                                 b.asyncg.keep(lambda x: _owner(x.region, split) != "then"))       # queues
         out.writes_unfenced = tuple(dict.fromkeys(a.writes_unfenced + b.writes_unfenced))
         out.acquired_unfenced = tuple(dict.fromkeys(a.acquired_unfenced + b.acquired_unfenced))
         out.unreleased, out.unsynced = tensormaps.join(entry, a, b, both_run)
         out.acquired = a.acquired | b.acquired
+        out.wg_fenced = a.wg_fenced and b.wg_fenced
+        out.wg_written = {**b.wg_written, **a.wg_written}
+        out.nreg_claims = {**a.nreg_claims, **{r: c for r, c in b.nreg_claims.items()
+                                               if r not in a.nreg_claims or c[1] > a.nreg_claims[r][1]}}
         for r in set(a.ver) | set(b.ver):
             va, vb = a.ver.get(r, 0), b.ver.get(r, 0)
             out.ver[r] = va if va == vb else next(self.versions)
@@ -351,7 +361,8 @@ class Flow(Walker):
             return st
         bctx = replace(ctx, loops=ctx.loops + ((s, trips),))
         if bounds & VARYING:
-            bctx = replace(bctx, lane_div=ctx.lane_div or LANE in bounds, warp_div=True, mult=None)
+            bctx = replace(bctx, lane_div=ctx.lane_div or LANE in bounds, warp_div=True, mult=None,
+                           group_div=ctx.group_div or bool(bounds & WITHIN_GROUP))
         entry = st.copy()
         self.passes[s] = 1
         first = self._block(s.body, st.copy(), bctx)
@@ -385,6 +396,7 @@ class Flow(Walker):
         effects = self._effects_of(s)
         ictx = self._enter(ctx, s.guard, st=st) if s.guard is not None else ctx
         divergence.check(self, s, effects, ictx)
+        wgmma.registers(self, s, effects, st, ictx)
         for e in effects:
             self._effect(s, e, st, ictx)
         if s.guard is None and any(isinstance(e, (Exit, Trap)) for e in effects):

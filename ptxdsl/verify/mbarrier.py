@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..isa.effects import Arrive, Init
-from .facts import WARP, key_name
+from .facts import ACROSS_WARPS, key_name
 from .state import ZERO, InitInfo, line
 
 MBARRIER_ALIGN = 8
@@ -78,7 +78,7 @@ def _warp_split(cx, region) -> bool:
     for reg, _ in region:
         if reg == "elect":
             continue
-        if WARP in cx.facts.get(reg).tags:
+        if cx.facts.get(reg).tags & ACROSS_WARPS:
             return True
     return False
 

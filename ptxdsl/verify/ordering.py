@@ -9,7 +9,8 @@ read what was there before the writes the acquire made visible).
 """
 from __future__ import annotations
 
-from .state import Pending, commit_group, line, wait_group
+from .groups import WRITE
+from .state import Pending, line
 
 
 def bulk(cx, s, e, st, ctx):
@@ -21,19 +22,7 @@ def bulk(cx, s, e, st, ctx):
                   f"no fence.proxy.async.global in between: the async proxy may read what was there before the "
                   f"writes the acquire made visible", s, a.stmt)
     if e.write:
-        st.writes_open = st.writes_open + (Pending(None, s, region=ctx.region),)
-
-
-def commit(cx, s, e, st, ctx):
-    st.write_groups, st.writes_open = commit_group(st.write_groups, st.writes_open)
-
-
-def wait(cx, s, e, st, ctx):
-    """cp.async.bulk.wait_group n (not .read): the writes of all but the newest n groups are complete."""
-    if e.read:
-        return
-    done, st.write_groups = wait_group(st.write_groups, e.n)
-    st.writes_unfenced = st.writes_unfenced + tuple(x for g in done for x in g)
+        st.asyncg = st.asyncg.add("bulk", WRITE, Pending(None, s, region=ctx.region))
 
 
 def fence(cx, s, e, st, ctx):
@@ -49,7 +38,7 @@ def fence(cx, s, e, st, ctx):
 
 def order(cx, s, e, st, ctx):
     if e.releases:
-        pending = st.writes_open + tuple(x for g in st.write_groups for x in g)
+        pending = tuple(x.item for x in st.asyncg.pending("bulk", WRITE))
         if pending:
             cx.report("bulk-store-release", f"this release may be seen before the TMA write at "
                       f"{line(pending[0].stmt)} has reached global memory: cp.async.bulk.commit_group, "

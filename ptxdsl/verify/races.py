@@ -9,9 +9,13 @@ wait and at bar.sync) reaches the access's clock. Rules: refill-race, tma-load-r
 from __future__ import annotations
 
 from ..ir import Addr
-from .threads import PENDING, Affine, Sym, describe
+from ..isa.effects import MmaAsync
+from .groups import READ
+from .wgmma import atom_row
+from .threads import PENDING, Affine, Desc, Sym, describe
 
 SHARED = ("shared", "shared::cta", "")
+WARPGROUP = 128
 
 
 class Races:
@@ -77,7 +81,7 @@ class Races:
             if g.state == "split":
                 continue
             for r in g.reads:
-                if type(r) is not list or r[0] is not alloc or not (r[1] < hi and lo < r[2]):
+                if type(r) is not list or len(r) > 6 or r[0] is not alloc or not (r[1] < hi and lo < r[2]):
                     continue
                 if r[3] is PENDING if g is th else th.vc.get(g.id, -1) < r[3]:
                     self._report("bulk-group-pending", f"{describe(th.tids)} write(s) {alloc.name}[{lo}:{hi}] here "
@@ -101,32 +105,89 @@ class Races:
         lo = x.off + (e.src.offset if isinstance(e.src, Addr) else 0)
         read = [x.alloc, lo, lo + room, PENDING, s, False]
         th.reads.append(read)
-        th.open.append(read)
+        th.asyncg = th.asyncg.add("bulk", READ, read)
         self._against_loads(th, s, x.alloc, lo, lo + room, False)
 
+    def mma_read(self, th, s, e):
+        """wgmma.mma_async reads its operand tiles through its descriptors until a wgmma.wait_group retires its
+        group: a refill of a tile before then (its stage released by an arrive that came too early) races it. A
+        tile is placed by the descriptor value's offset, or by the descriptor register's value (a Desc: the
+        buffer's address, shifted, plus the template and the stage's offset); a tile it cannot place is not
+        followed. What it surely reads is the swizzle-atom row its start address falls in (verify/wgmma.py
+        atom_row): a refill of its stage covers that row."""
+        for d in e.descs:
+            buf, lay = getattr(d, "buffer", None), getattr(d, "layout", None)
+            if buf is None or lay is None:
+                continue
+            off = getattr(d, "offset", None)
+            if off is None:
+                v = self.values.get(th, getattr(d, "reg", None))
+                if type(v) is not Desc or v.alloc is not buf:
+                    continue
+                off = v.off
+            lo, size = atom_row(lay, off)
+            hi = min(lo + size, buf.nbytes)
+            # One MMA per warpgroup: the classes of its threads (split by a lead's branch, say) share one record
+            # per iteration, and any of them retiring it with wgmma.wait_group (collective: all wait together)
+            # retires it for all; `owners` holds (class id -> clock) of each retirement.
+            it = self._iteration(th, s)
+            key = (s, d, frozenset(t // WARPGROUP for t in th.tids), it)
+            read = self.mma_reads.get(key) if None not in it else None
+            if read is None:
+                read = [buf, lo, hi, PENDING, s, False, {}]
+                if None not in it:
+                    self.mma_reads[key] = read
+            th.reads.append(read)
+            th.asyncg = th.asyncg.add("wgmma", READ, read)
+            self._against_loads(th, s, buf, lo, hi, False)
+
+    def _iteration(self, th, s) -> tuple:
+        """Which pass of the loops around `s` a class is in: their counters' values."""
+        return tuple(th.regs.get(v) if type(th.regs.get(v)) is int else None for v in self.loop_vars.get(s, ()))
+
     def commit_group(self, th, s, e):
-        th.groups.append(th.open)
-        th.open = []
+        th.asyncg = th.asyncg.commit(e.queue, empty=True)
 
     def wait_group(self, th, s, e):
-        """The oldest groups, all but e.n, are done reading: their reads now have this thread's clock."""
-        while len(th.groups) > e.n:
-            clock = th.tick()
-            for read in th.groups.pop(0):
-                read[3] = clock
+        """The oldest groups of the queue, all but e.n, are done reading: their reads now have this thread's
+        clock."""
+        done, th.asyncg = th.asyncg.wait(e.queue, e.n, e.read)
+        clock = None
+        for x in done:
+            if x.what == READ:
+                clock = clock or th.tick()
+                read = x.item
+                if len(read) > 6:               # an MMA's: retired for whoever sees any retirement of it
+                    read[6].setdefault(th.id, clock)
+                if read[3] is PENDING:
+                    read[3] = clock
+
+    @staticmethod
+    def _seen(th, g, r) -> bool:
+        """Whether the class `th` has seen the access `r` of class `g` complete."""
+        if len(r) > 6:
+            return any(th.vc.get(o, -1) >= c for o, c in r[6].items())
+        return th.vc.get(g.id, -1) >= r[3]
 
     def _refill_race(self, th, s, alloc, lo, hi):
         for g in self.classes:
             if g is th or g.state == "split":
                 continue
-            for a, l, h, clock, stmt, write in reversed(g.reads):
-                if a is alloc and l < hi and lo < h and th.vc.get(g.id, -1) < clock:
+            for r in reversed(g.reads):
+                a, l, h, clock, stmt, write = r[:6]
+                if a is alloc and l < hi and lo < h and not self._seen(th, g, r):
                     self._report_refill(th.tids, alloc, lo, hi, g.tids, "write" if write else "read", s, stmt)
                     return
 
     def _report_refill(self, issuers, alloc, lo, hi, readers, verb, load, access):
         """refill-race: `issuers` start the TMA load `load` into alloc[lo:hi] while `readers` may still `verb` it
         at `access`."""
+        if any(isinstance(e, MmaAsync) for e in self.fx.of(access)):
+            self._report("wgmma-stage-release", f"{describe(issuers)} start(s) a TMA load into {alloc.name}[{lo}:{hi}] "
+                         f"here while the wgmma.mma_async at line {_line(access)} ({describe(readers)}) may still "
+                         f"read it: the stage was released (its empty-barrier arrive) before a wgmma.wait_group "
+                         f"retired that MMA's group; arrive after the wait_group", load, access)
+            return
         self._report("refill-race", f"{describe(issuers)} start(s) a TMA load into {alloc.name}[{lo}:{hi}] here "
                      f"while {describe(readers)} may still {verb} it ({verb} at line {_line(access)}): nothing "
                      f"orders that {verb} before this load (wait on the slot's empty barrier, which every reader "

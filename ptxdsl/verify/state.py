@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ir import Imm, SharedAlloc
+from .groups import Groups
 
 MAX_ALTERNATIVES = 8            # distinct (expected, delivered) byte pairs tracked per barrier phase
-MAX_GROUPS = 64                 # pending bulk groups tracked per thread
 ZERO = frozenset({(0, 0)})      # a barrier phase that expects and has received nothing
 
 
@@ -74,15 +74,16 @@ class State:
     last: dict = field(default_factory=dict)         # barrier key -> LastWait
     inflight: tuple = ()                             # Pending loads
     dirty: tuple = ()                                # Pending generic shared writes not fenced for the async proxy
-    uncommitted: tuple = ()                          # Pending bulk reads of the current bulk group
-    groups: tuple = ()                               # committed bulk groups (tuples of Pending) not waited for
+    asyncg: Groups = Groups()                        # async-group queues (verify/groups.py) of Pending entries
     unreleased: tuple = ()                           # tensormap.replace stmts not published
     unsynced: tuple = ()                             # ... published by other threads, no bar.sync since
     acquired: frozenset = frozenset()                # tensor-map addresses acquired
-    writes_open: tuple = ()                          # Pending TMA writes of global memory in the current bulk group
-    write_groups: tuple = ()                         # ... in committed groups not waited for (without .read)
-    writes_unfenced: tuple = ()                      # ... complete, no fence.proxy.async.global since
+    writes_unfenced: tuple = ()                      # Pending TMA writes of global memory complete (their bulk
+                                                     # group waited for), no fence.proxy.async.global since
     acquired_unfenced: tuple = ()                    # Pending acquires, no fence.proxy.async.global since
+    wg_fenced: bool = False                          # a wgmma.fence on every path here
+    wg_written: dict = field(default_factory=dict)   # mma_async register -> its write since the last wgmma.fence
+    nreg_claims: dict = field(default_factory=dict)  # region -> (threads, count, stmt) of the last setmaxnreg
     ver: dict = field(default_factory=dict)          # register -> the version of its value on this path
     dead: bool = False
 
@@ -104,23 +105,12 @@ class Ctx:
     region: tuple = ()              # the enclosing thread-varying conditions
     lane_div: bool = False          # some enclosing condition can differ between lanes of a warp
     warp_div: bool = False          # ... or between warps
+    group_div: bool = False         # ... or between the warps of a warpgroup (or lanes of a warp)
     mult: int | None = None         # threads of the CTA that run this code, when known
     issuers: object = "all"         # CTAs of the cluster that run it: "all", 1, or None
     loops: tuple = ()               # (loop, trip count or None) of the enclosing loops
     later: frozenset = frozenset()  # (loop, pass, n) of enclosing loops with at least n iterations still to come
     mc_log: list | None = None      # (barrier key, bytes) multicast into every CTA under a CTA-uniform branch
-
-
-def commit_group(groups: tuple, open_: tuple) -> tuple:
-    """cp.async.bulk.commit_group: the thread's open bulk ops become its newest group (the MAX_GROUPS newest
-    are kept). Returns (groups, open)."""
-    return ((groups + (open_,))[-MAX_GROUPS:], ()) if open_ else (groups, open_)
-
-
-def wait_group(groups: tuple, n: int) -> tuple:
-    """cp.async.bulk.wait_group{.read} n: all but the newest n groups are done. Returns (done, still pending)."""
-    keep = groups[-n:] if n else ()
-    return groups[:len(groups) - len(keep)], keep
 
 
 def first_overlap(pending, rng) -> "Pending | None":

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from ..fold import evaluate
 from ..ir import Imm, Param, PredNot, Reg, SharedAlloc, SpecialReg
+from .groups import Groups
 
 WARP = 32
 MEMORY_SHIFT = 44               # the run gives the memory a caller passed addresses (i + 1) << 44: cvta keeps them
@@ -41,6 +42,28 @@ class Sym:
 
     def __repr__(self):
         return f"Sym({self.alloc.name}, {self.off})"
+
+
+class Desc:
+    """A wgmma matrix descriptor built from a shared address: its start-address field names `off` bytes into
+    `alloc` (`mov` of the buffer, `shr` by 4, `add` of a template whose other fields are `rest`); adds move it."""
+
+    __slots__ = ("alloc", "off", "rest")
+
+    def __init__(self, alloc: SharedAlloc, off: int, rest: int = 0):
+        self.alloc, self.off, self.rest = alloc, off, rest
+
+    def __eq__(self, other):
+        return type(other) is Desc and other.alloc is self.alloc and other.off == self.off and other.rest == self.rest
+
+    def __hash__(self):
+        return hash((self.alloc, self.off, self.rest))
+
+    def __repr__(self):
+        return f"Desc({self.alloc.name}, {self.off})"
+
+    def plus(self, x: int) -> "Desc":
+        return Desc(self.alloc, self.off + 16 * (x & 0x3FFF), self.rest + (x & ~0x3FFF))
 
 
 class Affine:
@@ -94,8 +117,7 @@ class Threads:
     """One class of threads (`tids` in increasing order). `vc` is what it knows of the others (their clocks, by
     class id) and of barrier phases (("bar", key) -> the last phase it saw complete); `reads` the shared-memory
     accesses its threads made: (alloc, lo, hi, clock, stmt, write); a TMA store's read is a list whose clock is
-    PENDING until a wait_group retires its bulk group (`groups`: the committed groups, oldest first; `open`: the
-    reads since the last commit_group)."""
+    PENDING until a wait_group retires its group (`asyncg`: its async-group queues, verify/groups.py)."""
 
     id: int
     tids: tuple
@@ -105,8 +127,7 @@ class Threads:
     vc: dict = field(default_factory=dict)
     synced: int = 0
     reads: list = field(default_factory=list)
-    groups: list = field(default_factory=list)
-    open: list = field(default_factory=list)
+    asyncg: Groups = Groups()
     state: str = "run"              # run | wait | bar | done
     at: object = None               # the statement it is blocked at
 
@@ -249,7 +270,7 @@ def _scalar(e, vals):
     if fn == "selp":
         c = vals[2]
         return None if c is None else vals[0] if c else vals[1]
-    if any(isinstance(x, Sym) for x in vals):
+    if any(isinstance(x, (Sym, Desc)) for x in vals):
         return _address(fn, e.mode, vals)
     it = iter(vals)
     return evaluate(e, lambda _a: next(it))
@@ -430,6 +451,13 @@ def _shift(base, off, sign):
 def _address(fn, mode, vals):
     """add/sub of an address and a number, mad of two numbers and an address (None otherwise)."""
     ints = [x for x in vals if isinstance(x, int) and not isinstance(x, bool)]
+    desc = next((x for x in vals if isinstance(x, Desc)), None)
+    if desc is not None:
+        if fn == "add" and len(ints) == 1 and len(vals) == 2:
+            return desc.plus(ints[0])
+        if fn == "mad" and mode in ("lo", "wide") and vals[2] is desc and len(ints) == 2:
+            return desc.plus(ints[0] * ints[1])
+        return desc if fn == "mov" else None
     if fn == "add" and len(ints) == 1 and len(vals) == 2:
         sym = next(x for x in vals if isinstance(x, Sym))
         return Sym(sym.alloc, sym.off + ints[0])
@@ -437,8 +465,10 @@ def _address(fn, mode, vals):
         return Sym(vals[0].alloc, vals[0].off - ints[0])
     if fn == "mad" and mode in ("lo", "wide") and isinstance(vals[2], Sym) and len(ints) == 2:
         return Sym(vals[2].alloc, vals[2].off + ints[0] * ints[1])
-    if fn in ("mov", "cvta", "cvt") and isinstance(vals[0], Sym):
+    if fn in ("mov", "cvta", "cvt") and isinstance(vals[0], (Sym, Desc)):
         return vals[0]
+    if fn == "shr" and isinstance(vals[0], Sym) and vals[1] == 4 and vals[0].off % 16 == 0:
+        return Desc(vals[0].alloc, vals[0].off)              # a matrix descriptor's start-address field
     return None
 
 
@@ -455,10 +485,12 @@ def split(th: Threads, mask, new_id: int, ids_in) -> tuple:
         vc = {k: v for k, v in th.vc.items() if k != th.id}
         vc[cid] = th.clock
         vc[other] = th.synced
-        mine = {id(r): list(r) for r in th.reads if type(r) is list}      # pending store reads: each half its own
+        mine = {id(r): list(r) for r in th.reads if type(r) is list and len(r) == 6}   # pending store reads: each
+                                                                                            # half its own (an MMA's
+                                                                                            # is the warpgroup's)
         halves.append(Threads(cid, tuple(th.tids[i] for i in idx), th.pc, regs, th.clock, vc, th.synced,
                               [mine.get(id(r), r) for r in th.reads],
-                              [[mine[id(r)] for r in g] for g in th.groups], [mine[id(r)] for r in th.open]))
+                              th.asyncg.map(lambda r: mine.get(id(r), r))))
     for d in ids_in:
         if th.id in d:
             d[new_id] = d[new_id + 1] = d.pop(th.id)
