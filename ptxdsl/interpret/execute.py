@@ -40,10 +40,11 @@ ALL32 = np.ones(WARP, bool)
 class Step:
     """One flattened statement: `run(warp, lanes)`, where it came from, what it is."""
 
-    __slots__ = ("run", "loc", "what")
+    __slots__ = ("run", "loc", "what", "control")
 
-    def __init__(self, run, loc, what):
+    def __init__(self, run, loc, what, control=True):
         self.run, self.loc, self.what = run, loc, what
+        self.control = control          # it may move the counters or change which lanes run (else: straight-line)
 
 
 def compile_body(kernel) -> list:
@@ -77,7 +78,7 @@ def compile_body(kernel) -> list:
                     fixups.append((ref, op.target.name, s.loc))
                     branch(s.guard, ref, s.loc)
                 else:
-                    steps.append(Step(instruction(s), s.loc, op.what))
+                    steps.append(Step(instruction(s), s.loc, op.what, isinstance(op, CONTROL)))
             elif isinstance(s, LabelStmt):
                 labels[s.label.name] = len(steps)
             elif isinstance(s, If):
@@ -139,6 +140,7 @@ def compile_body(kernel) -> list:
 
     def ret(w, m):
         w.exit(m)
+        return HELD
     steps.append(Step(ret, kernel.loc, "ret"))
     for ref, name, loc in fixups:
         if name not in labels:
@@ -333,6 +335,21 @@ def compute_step(op, e):
             raise NotInterpretable(f"{op.what}: the .{flag} form is not modelled by the interpreter",
                                    rule="interpret.not-interpretable")
 
+    fast = _fast_int(e)
+    if fast is not None:
+        if len(reads) == 2:
+            ra, rb = reads
+
+            def run2(w, m):
+                write(w, m, fast(ra(w), rb(w)))
+            return run2
+        if len(reads) == 3:
+            ra, rb, rc = reads
+
+            def run3(w, m):
+                write(w, m, fast(ra(w), rb(w), rc(w)))
+            return run3
+
     def run(w, m):
         try:
             value = alu.compute(e, [r(w) for r in reads], dst_t)
@@ -341,6 +358,42 @@ def compute_step(op, e):
                                    rule="interpret.not-interpretable") from None
         write(w, m, value)
     return run
+
+
+_WRAP = {"add": np.add, "sub": np.subtract, "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
+_UCMP = {"setp.eq": np.equal, "setp.ne": np.not_equal, "setp.lo": np.less, "setp.ls": np.less_equal,
+         "setp.hi": np.greater, "setp.hs": np.greater_equal}
+
+
+def _fast_int(e):
+    """The integer forms that need no decoding, straight on the bits (the same results as alu.compute, which
+    the tests compare them with): wrapping add/sub/mul.lo/mad.lo and the logic ops, shifts, selp, unsigned
+    comparisons."""
+    t = e.type
+    if t is None or t.kind not in "usb" or e.mode not in (None, "lo"):
+        return None
+    mask = alu.width_mask(t.bits)
+    bits = U64(t.bits)
+    if e.fn in _WRAP:
+        f = _WRAP[e.fn]
+        return lambda a, b: f(a, b) & mask
+    if e.fn == "mul":
+        return lambda a, b: (a * b) & mask
+    if e.fn == "mad":
+        return lambda a, b, c: (a * b + c) & mask
+    if e.fn == "shl":
+        return lambda a, b: np.where(b < bits, (a << np.minimum(b, U64(63))) & mask, U64(0))
+    if e.fn == "shr" and t.kind != "s":
+        return lambda a, b: np.where(b < bits, (a & mask) >> np.minimum(b, U64(63)), U64(0))
+    if e.fn == "selp":
+        return lambda a, b, c: np.where(c, a, b)
+    cmp = _UCMP.get(e.fn) if t.kind != "s" or e.fn in ("setp.eq", "setp.ne") else None
+    if cmp is None and t.kind != "s":
+        cmp = {"setp.lt": np.less, "setp.le": np.less_equal, "setp.gt": np.greater,
+               "setp.ge": np.greater_equal}.get(e.fn)
+    if cmp is not None:
+        return lambda a, b: cmp(a & mask, b & mask)
+    return None
 
 
 def _arg_types(op, e):
@@ -1168,6 +1221,9 @@ def tensormap_copy(op):
         buf[doff:doff + 128] = cta.smem[off:off + 128]
     return run
 
+
+# Ops whose step may move the counters or block or end lanes: the scheduler syncs the counters before them.
+CONTROL = (core.BarSync, core.Ret, core.Exit, core.Trap, cluster.BarrierClusterWait)
 
 HANDLERS = {
     core.Mov: mov, core.Cvt: cvt, core.CvtPack: cvt_pack, core.Cvta: cvta, core.Ld: ld, core.St: st,

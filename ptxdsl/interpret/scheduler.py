@@ -260,32 +260,51 @@ class Launch:
         return bool((w.alive & ~w.blocked).any())
 
     def _run_warp(self, w, code, quantum: int) -> bool:
-        """Run warp w for up to `quantum` steps; whether it ran any."""
-        ran = False
+        """Run warp w for up to `quantum` steps; whether it ran any. The lanes at the lowest counter run; while
+        they run straight-line steps their counter is kept in `cur` and written back before a control step (a
+        branch, a wait, a barrier, an exit), which moves the counters itself."""
         pc = w.pc
-        for _ in range(quantum):
+        n = 0
+        while n < quantum:
             live = w.alive & ~w.blocked
             if not live.any():
                 break
             cur = int(pc[live].min())
             active = live & (pc == cur)
-            step = code[cur]
-            w.where = step.loc
-            try:
-                r = step.run(w, active)
-            except PtxdslError as e:
-                if e.loc is None:
-                    e.at(step.loc)
-                raise
-            if r is not HELD:
-                pc[active] += 1
-            ran = True
-            self.steps += 1
-            if self.steps > MAX_STEPS:
-                raise InterpretError(f"the kernel ran {MAX_STEPS} warp-instructions without finishing (a livelock: a "
-                                     f"spin that nothing ends?); {w.describe()} was at {step.loc} ({step.what})",
-                                     step.loc, rule="interpret.step-limit")
-        return ran
+            others = live & ~active
+            meet = int(pc[others].min()) if others.any() else -1     # where the lanes behind catch up
+            while n < quantum:
+                if cur == meet:
+                    pc[active] = cur
+                    break
+                step = code[cur]
+                w.where = step.loc
+                n += 1
+                if step.control:
+                    pc[active] = cur
+                    try:
+                        r = step.run(w, active)
+                    except PtxdslError as e:
+                        raise e.at(step.loc)
+                    if r is HELD:
+                        break
+                    cur += 1
+                    pc[active] = cur
+                    continue
+                try:
+                    step.run(w, active)
+                except PtxdslError as e:
+                    pc[active] = cur
+                    raise e.at(step.loc)
+                cur += 1
+            else:
+                pc[active] = cur
+        self.steps += n
+        if self.steps > MAX_STEPS:
+            raise InterpretError(f"the kernel ran {MAX_STEPS} warp-instructions without finishing (a livelock: a "
+                                 f"spin that nothing ends?); {w.describe()} was at {w.where}", w.where,
+                                 rule="interpret.step-limit")
+        return n > 0
 
     def _deadlock(self, warps) -> None:
         lines = []
