@@ -831,6 +831,25 @@ def _window(spec, coords, launch, what, tail=16):
     return sub, tuple(new), buf, off, end
 
 
+_PADDING: dict = {}
+
+
+def _data_bytes(spec, load):
+    """Which bytes of a loaded box image are the box's (a bool mask; None: all of them). Under a swizzle mode a
+    narrow row is padded to the swizzle span, and the TMA engine leaves the padding untouched: the model fills
+    it with the `fill` it is given, so two loads with different fills tell data from padding (once per layout)."""
+    if spec.swizzle == "none":
+        return None
+    key = (spec.kind, spec.dtype, spec.box, spec.swizzle, spec.element_strides, spec.channels_per_pixel,
+           spec.pixels_per_column)
+    got = _PADDING.get(key)
+    if got is None:
+        got = _PADDING[key] = load(0) == load(255)
+        if got.all():
+            got = _PADDING[key] = True
+    return None if got is True else got
+
+
 def _swizzle_align(spec):
     span = {"none": 16, "32B": 256, "64B": 512, "128B": 1024}.get(spec.swizzle, 128)
     return max(span, 128)
@@ -863,10 +882,17 @@ def tensor_load(op: bulk.CpAsyncBulkTensorLoad):
                     if got is None:
                         raise MemoryFault(f"{what}: the map's global address {spec.global_address:#x} is outside "
                                           f"every buffer", rule="interpret.out-of-bounds")
-                    data = reference.load_im2col(spec, got[0][got[1]:], c, tuple(int(x[i]) for x in os_))
+                    o = tuple(int(x[i]) for x in os_)
+
+                    def load(fill, spec=spec, g=got, c=c, o=o):
+                        return reference.load_im2col(spec, g[0][g[1]:], c, o, fill)
                 else:
                     sub, c2, buf, lo, hi = _window(spec, c, launch, what)
-                    data = reference.load_box(sub, buf[lo:hi], c2)
+
+                    def load(fill, sub=sub, g=buf[lo:hi], c2=c2):
+                        return reference.load_box(sub, g, c2, fill)
+                data = load(0)
+                keep = _data_bytes(spec, load)
             except ValueError as e:
                 raise MemoryFault(f"{what}: {e}", rule="interpret.tma") from None
             nbytes = reference.tx_bytes(spec)
@@ -886,7 +912,11 @@ def tensor_load(op: bulk.CpAsyncBulkTensorLoad):
                 if off % _swizzle_align(spec):
                     raise MemoryFault(f"{what}: shared destination {off:#x} is not {_swizzle_align(spec)}-byte "
                                       f"aligned (a {spec.swizzle} box)", rule="interpret.misaligned")
-                cta.smem[off:off + data.size] = data
+                if keep is None:
+                    cta.smem[off:off + data.size] = data
+                else:
+                    window = cta.smem[off:off + data.size]
+                    window[keep] = data[keep]
                 _barrier(bcta, boff, what).complete_tx(nbytes, launch)
     return run
 
