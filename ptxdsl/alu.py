@@ -17,6 +17,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from .semantics import INTEGER, shl, shr
+
 U64 = np.uint64
 _FLOATS = {16: np.float16, 32: np.float32, 64: np.float64}
 _UINT = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
@@ -123,47 +125,33 @@ def _mul_full(a, b, t):
 
 
 def _int_binary(fn, a, b, t, mode):
+    """An integer operation on decoded lanes (int64 for signed types, uint64 otherwise), through the one
+    definition in ptxdsl.semantics; the caller masks the result to the width."""
     n = t.bits
     signed = t.kind == "s"
-    if fn == "add":
-        return a + b
-    if fn == "sub":
-        return a - b
     if fn == "mul" or fn == "mad":
         if mode in (None, "lo"):
-            return a.astype(np.int64).view(U64) * b.astype(np.int64).view(U64) if signed else a * b
+            return INTEGER["mul"](a.astype(np.int64).view(U64), np.asarray(b).astype(np.int64).view(U64)) \
+                if signed else INTEGER["mul"](a, b)
         if mode == "wide":
-            return a * b                             # 16/32-bit operands: exact in 64 bits
+            return INTEGER["mul"](a, b)                  # 16/32-bit operands: exact in 64 bits
         if n <= 32:
-            return (a * b) >> n
+            return INTEGER["mul"](a, b) >> n
         full = _mul_full(a, b, t)
         return np.array([(p >> 64) & ((1 << 64) - 1) for p in full], dtype=U64)
     if fn in ("div", "rem"):
         zero = b == 0
-        bb = np.where(zero, 1, b)
-        if signed:
-            q = np.abs(a) // np.abs(bb)
-            q = np.where((a < 0) != (bb < 0), -q, q)
-            r = a - q * bb
-        else:
-            q, r = a // bb, a % bb
+        q = INTEGER[fn](a, np.where(zero, 1, b).astype(np.asarray(b).dtype))
         if fn == "div":
             return np.where(zero, -1 if signed else ~U64(0), q)
-        return np.where(zero, a, r)
-    if fn == "min":
-        return np.minimum(a, b)
-    if fn == "max":
-        return np.maximum(a, b)
-    if fn in ("and", "or", "xor"):
-        return {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[fn](a, b)
-    if fn == "shl":
+        return np.where(zero, a, q)
+    if fn in ("shl", "shr"):
         count = np.asarray(b).astype(U64) & U64(0xFFFFFFFF)
-        return np.where(count >= n, U64(0), a.astype(np.int64).view(U64) << np.minimum(count, U64(63)))
-    if fn == "shr":
-        count = np.asarray(b).astype(U64) & U64(0xFFFFFFFF)
-        if signed:
-            return a >> np.minimum(count, U64(63)).astype(np.int64)
-        return np.where(count >= n, U64(0), a >> np.minimum(count, U64(63)))
+        if fn == "shl":
+            return shl(a.astype(np.int64).view(U64), count, n)
+        return shr(a, count.astype(np.int64) if signed else count, n)
+    if fn in INTEGER:
+        return INTEGER[fn](a, b)
     raise Unsupported(f"{fn}.{t.name}")
 
 

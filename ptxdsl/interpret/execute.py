@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import alu
 from .. import reference
+from ..semantics import INTEGER, shl, shr
 from ..ir import Addr, If, Imm, Instr, LabelStmt, Loop, Param, PredNot, Reg, SharedAlloc, SpecialReg, TensorMapRef, \
     WaitLoop
 from ..isa import bulk, cluster, control, core, effects as fx, fence, mbarrier as mb, policy, tensormap as tm, warp
@@ -360,7 +361,7 @@ def compute_step(op, e):
     return run
 
 
-_WRAP = {"add": np.add, "sub": np.subtract, "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
+_WRAP = ("add", "sub", "and", "or", "xor", "mul")
 _UCMP = {"setp.eq": np.equal, "setp.ne": np.not_equal, "setp.lo": np.less, "setp.ls": np.less_equal,
          "setp.hi": np.greater, "setp.hs": np.greater_equal}
 
@@ -374,17 +375,16 @@ def _fast_int(e):
         return None
     mask = alu.width_mask(t.bits)
     bits = U64(t.bits)
-    if e.fn in _WRAP:
-        f = _WRAP[e.fn]
+    if e.fn in _WRAP:                     # wrapping on the bits is the same for signed and unsigned types
+        f = INTEGER[e.fn]
         return lambda a, b: f(a, b) & mask
-    if e.fn == "mul":
-        return lambda a, b: (a * b) & mask
     if e.fn == "mad":
-        return lambda a, b, c: (a * b + c) & mask
+        mul, add = INTEGER["mul"], INTEGER["add"]
+        return lambda a, b, c: add(mul(a, b), c) & mask
     if e.fn == "shl":
-        return lambda a, b: np.where(b < bits, (a << np.minimum(b, U64(63))) & mask, U64(0))
+        return lambda a, b: shl(a, np.asarray(b, U64), t.bits) & mask
     if e.fn == "shr" and t.kind != "s":
-        return lambda a, b: np.where(b < bits, (a & mask) >> np.minimum(b, U64(63)), U64(0))
+        return lambda a, b: shr(a & mask, np.asarray(b, U64), t.bits)
     if e.fn == "selp":
         return lambda a, b, c: np.where(c, a, b)
     cmp = _UCMP.get(e.fn) if t.kind != "s" or e.fn in ("setp.eq", "setp.ne") else None
