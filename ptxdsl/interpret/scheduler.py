@@ -22,7 +22,9 @@ from .execute import HELD, compile_body
 from .lanes import U64, WARP, Warp
 from .memory import PARAM_WINDOW, RANK_SHIFT, SHARED_WINDOW, WINDOW_SIZE, shared_layout
 
+COUNTERS = {"launches": 0, "steps": 0}     # over the process: what bench/bench_interpret.py reports
 QUANTUM = 64
+SHOWN = 16                  # waiting lane groups a deadlock report lists (Deadlock.waits holds every one)
 RESIDENT = 4096
 MAX_STEPS = 50_000_000
 _CODE_CACHE: dict = {}
@@ -219,6 +221,13 @@ class Launch:
             yield cl
 
     def run(self) -> None:
+        try:
+            self._run()
+        finally:
+            COUNTERS["launches"] += 1
+            COUNTERS["steps"] += self.steps
+
+    def _run(self) -> None:
         per = int(np.prod(self.cluster_dims))
         wave: list = []
         with np.errstate(all="ignore"):
@@ -317,6 +326,9 @@ class Launch:
                 lines.append(f"  {w.describe()} {lanes_txt} waits at {loc}: {waiter.report()}")
             if not w.waits:
                 lines.append(f"  {w.describe()} is stuck at {w.where}")
+        if len(lines) > SHOWN:
+            lines = lines[:SHOWN] + [f"  ... and {len(lines) - SHOWN} more waiting lane groups (Deadlock.waits has "
+                                     f"them all)"]
         text = (f"deadlock: every live warp of kernel {self.kernel.name!r} waits and nothing can wake one "
                 f"({len(warps)} warp(s)):\n" + "\n".join(lines))
         raise Deadlock(text, [(w.describe(), wt.loc, wt.report()) for w in warps for _, wt in w.waits], first)
