@@ -13,6 +13,7 @@ import ptxdsl as px
 from ptxdsl import alu, fold, lang, sreg
 from ptxdsl.interpret import CPU, Deadlock, MemoryFault, NotInterpretable
 from ptxdsl.isa import effects as fx
+from ptxdsl.testing import strategies as pst
 from ptxdsl.types import ALL_TYPES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -240,3 +241,12 @@ def test_fma_rounds_once():
     bits = [alu.encode(np.array([v], np.float32), ALL_TYPES["f32"]) for v in (a, a, np.float32(-1.0))]
     got = alu.decode(alu.compute(e, bits, ALL_TYPES["f32"]), ALL_TYPES["f32"])[0]
     assert got == np.float32(2**-11 + 2**-24)
+
+
+@settings(max_examples=24, deadline=None)
+@given(pst.tma_cases())
+def test_the_interpreter_agrees_with_the_model_on_tma_cases(case):
+    from ptxdsl.testing import differential as diff
+
+    with CPU:
+        diff.check_case(case)
