@@ -171,7 +171,20 @@ def instruction(s: Instr):
     return guarded
 
 
+# Families whose CPU model has not landed: their ops are reported by name (the tensor-core instructions run
+# through ptxdsl.reference's mma model once it exists).
+NOT_YET = {"wgmma": "the tensor-core instructions (wgmma.*) are not interpretable yet"}
+
+
+def interpretable(cls) -> bool:
+    """Whether the interpreter executes the op class: a handler of its own, or a register computation."""
+    return cls in HANDLERS or issubclass(cls, COMPUTES)          # (bra: compile_body makes it a branch)
+
+
 def _by_effect(op):
+    family = type(op).mnemonic.split(".", 1)[0]
+    if family in NOT_YET:
+        raise NotInterpretable(f"{op.what}: {NOT_YET[family]}", rule="interpret.not-interpretable")
     effects = op.effects()
     comp = [e for e in effects if isinstance(e, fx.Compute)]
     if comp and len(effects) == 1:
@@ -485,22 +498,21 @@ def ld(op: core.Ld):
     space = _space_of(op.space)
     where = address(op.addr)
     writes = [writer(d) for d in op.d]
+    widths = [d.type.reg_bits if isinstance(d, Reg) else 64 for d in op.d]
     what = op.what
 
     def run(w, m):
         raw = load_bytes(w, space, where, m, eb * n, what, align=eb * n)
-        for write, v in zip(writes, _to_lanes(raw, eb, n)):
-            if t.kind == "s" and eb < 8 and False:
-                pass
-            write(w, m, _extend(v, t, eb))
+        for write, v, bits in zip(writes, _to_lanes(raw, eb, n), widths):
+            write(w, m, _extend(v, t, eb, bits))
     return run
 
 
-def _extend(v, t, eb):
-    """A loaded value in a register: signed types sign-extend (ld.s8 into a 16/32-bit register)."""
-    if t.kind == "s" and eb < 8:
-        bits = eb * 8
-        return (v.astype(np.int64) << (64 - bits) >> (64 - bits)).view(U64) if False else v
+def _extend(v, t, eb, reg_bits):
+    """A loaded value in its register: ld.s8/s16 into a wider register sign-extends."""
+    if t.kind == "s" and eb * 8 < reg_bits:
+        shift = 64 - eb * 8
+        return ((v.astype(np.int64) << shift) >> shift).view(U64) & alu.width_mask(reg_bits)
     return v
 
 
@@ -518,6 +530,33 @@ def st(op: core.St):
     return run
 
 
+def combine(kind: str, t, old, new, c=None):
+    """The value a reduction `kind` (atom/red/cp.reduce/red.async's .op) leaves: old op new, on bit lanes of
+    type t. Float additions round once to the type; min/max of floats return the number when one is NaN."""
+    if kind == "exch":
+        return new
+    if kind == "cas":
+        return np.where(old == new, c, old)
+    if kind in ("and", "or", "xor"):
+        return INTEGER[kind](old, new)
+    if kind == "inc":
+        return np.where(old >= new, U64(0), old + U64(1)) & alu.width_mask(t.bits)
+    if kind == "dec":
+        return np.where((old == 0) | (old > new), new, old - U64(1)) & alu.width_mask(t.bits)
+    a, b = alu.decode(old, t), alu.decode(new, t)
+    if t.kind == "f":
+        if kind == "add":
+            r = a + b if t.bits >= 32 else alu.round_to(a.astype(np.float64) + b.astype(np.float64), t)
+        else:
+            r = (np.fmin if kind == "min" else np.fmax)(a, b)
+        return alu.encode(r, t)
+    if kind == "add":
+        return alu.encode(INTEGER["add"](a, b), t)
+    if kind in ("min", "max"):
+        return alu.encode(INTEGER[kind](a, b), t)
+    raise NotInterpretable(f"a .{kind} reduction", rule="interpret.not-interpretable")
+
+
 def atom(op):
     """atom / red: lane by lane in lane order (each lane's read-modify-write is atomic)."""
     t = op.type
@@ -531,31 +570,6 @@ def atom(op):
     what = op.what
     dt = {2: np.uint16, 4: np.uint32, 8: np.uint64}[eb]
 
-    def combine(old, b, cv):
-        o, bb = alu.decode(np.array([old], U64), t), alu.decode(np.array([b], U64), t)
-        if kind == "add":
-            if t.kind == "f":
-                r = alu.round_to(o.astype(np.float64) + bb.astype(np.float64), t) if t.bits < 32 else o + bb
-                return int(alu.encode(r, t)[0])
-            return int(alu.encode(o + bb, t)[0])
-        if kind in ("min", "max"):
-            return int(alu.encode((np.minimum if kind == "min" else np.maximum)(o, bb), t)[0])
-        if kind == "inc":
-            return 0 if old >= b else old + 1
-        if kind == "dec":
-            return b if old == 0 or old > b else old - 1
-        if kind == "and":
-            return old & b
-        if kind == "or":
-            return old | b
-        if kind == "xor":
-            return old ^ b
-        if kind == "exch":
-            return b
-        if kind == "cas":
-            return cv if old == b else old
-        raise NotInterpretable(f"{what}")
-
     def run(w, m):
         groups = locate(w, space, where(w), m, eb, what)
         vals = np.broadcast_to(value(w), (WARP,))
@@ -565,9 +579,10 @@ def atom(op):
             for buf, lanes, offs in groups:
                 for i, off in zip(np.flatnonzero(lanes), offs.tolist()):
                     cell = buf[off:off + eb].view(dt)
-                    old = int(cell[0])
-                    out[i] = old
-                    cell[0] = combine(old, int(vals[i]), int(cs[i]) if cs is not None else 0)
+                    old = np.array([cell[0]], U64)
+                    out[i] = old[0]
+                    new = combine(kind, t, old, vals[i:i + 1], cs[i:i + 1] if cs is not None else None)
+                    cell[0] = dt(new[0])
         if write is not None:
             write(w, m, out)
     return run
@@ -993,6 +1008,69 @@ def bulk_copy(op):
     return run
 
 
+def bulk_reduce(op):
+    """cp.reduce.async.bulk: `size` bytes of shared memory reduced element by element into global memory or a
+    (peer) CTA's shared memory, at issue (the latter completes the bytes on its mbarrier)."""
+    dst, src, size = address(op.dst), address(op.src), reader(op.size, u32)
+    bar = address(op.mbar) if getattr(op, "mbar", None) is not None else None
+    t, kind, dspace = op.type, op.op, op.dst_space
+    eb = t.nbytes
+    dt = {2: np.uint16, 4: np.uint32, 8: np.uint64}[eb]
+    what = op.what
+
+    def run(w, m):
+        launch = w.cta.launch
+        ds, ss, ns = (np.broadcast_to(r(w), (WARP,)) for r in (dst, src, size))
+        bs = np.broadcast_to(bar(w), (WARP,)) if bar is not None else None
+        for i in np.flatnonzero(m).tolist():
+            n = int(ns[i])
+            cta, soff = launch.shared_target(w, "shared::cta", int(ss[i]), n, what)
+            new = cta.smem[soff:soff + n].view(dt).astype(U64)
+            if dspace == "global":
+                dbuf, doff = launch.heap.buffer(int(ds[i]), n, what)
+            else:
+                dcta, doff = launch.shared_target(w, dspace, int(ds[i]), n, what)
+                dbuf = dcta.smem
+            if doff % eb:
+                raise MemoryFault(f"{what}: destination offset {doff:#x} is not {eb}-byte aligned",
+                                  rule="interpret.misaligned")
+            cells = dbuf[doff:doff + n].view(dt)
+            cells[:] = combine(kind, t, cells.astype(U64), new).astype(dt)
+            if bs is not None:
+                bcta, boff = launch.shared_target(w, dspace, int(bs[i]), 8, what)
+                _barrier(bcta, boff, what).complete_tx(n, launch)
+    return run
+
+
+def st_async(op):
+    """st.async / red.async: a store or reduction into a (peer) CTA's shared memory that completes its bytes on
+    the mbarrier there, at issue."""
+    where, bar = address(op.addr), address(op.mbar)
+    t = op.type
+    eb = t.nbytes
+    values = [reader(v, t) for v in (op.value if isinstance(op.value, (tuple, list)) else (op.value,))]
+    kind = getattr(op, "op", None)
+    dt = {4: np.uint32, 8: np.uint64}[eb]
+    what = op.what
+
+    def run(w, m):
+        launch = w.cta.launch
+        addrs, bars = np.broadcast_to(where(w), (WARP,)), np.broadcast_to(bar(w), (WARP,))
+        vals = [np.broadcast_to(v(w), (WARP,)) for v in values]
+        n = eb * len(vals)
+        for i in np.flatnonzero(m).tolist():
+            cta, off = launch.shared_target(w, "shared::cluster", int(addrs[i]), n, what)
+            if off % n:
+                raise MemoryFault(f"{what}: shared::cluster address {int(addrs[i]):#x} is not {n}-byte aligned",
+                                  rule="interpret.misaligned")
+            cells = cta.smem[off:off + n].view(dt)
+            new = np.array([v[i] for v in vals], U64)
+            cells[:] = (new if kind is None else combine(kind, t, cells.astype(U64), new)).astype(dt)
+            bcta, boff = launch.shared_target(w, "shared::cluster", int(bars[i]), 8, what)
+            _barrier(bcta, boff, what).complete_tx(n, launch)
+    return run
+
+
 def commit_group(op):
     return lambda w, m: ADVANCE          # bulk copies complete at issue: every group is complete when committed
 
@@ -1252,6 +1330,9 @@ def tensormap_copy(op):
     return run
 
 
+# Ops whose whole effect is one Compute: ptxdsl.alu runs them.
+COMPUTES = (core._Arith, core.Mad, core.Fma, core.Setp, core.Selp)
+
 # Ops whose step may move the counters or block or end lanes: the scheduler syncs the counters before them.
 CONTROL = (core.BarSync, core.Ret, core.Exit, core.Trap, cluster.BarrierClusterWait)
 
@@ -1271,6 +1352,8 @@ HANDLERS = {
     bulk.CpAsyncBulkPrefetch: nop, bulk.CpAsyncBulkCommitGroup: commit_group, bulk.CpAsyncBulkWaitGroup: nop,
     bulk.CpAsyncBulkSharedGlobal: bulk_copy, bulk.CpAsyncBulkClusterGlobal: bulk_copy,
     bulk.CpAsyncBulkClusterShared: bulk_copy, bulk.CpAsyncBulkGlobalShared: bulk_copy,
+    bulk.CpReduceAsyncBulkGlobal: bulk_reduce, bulk.CpReduceAsyncBulkCluster: bulk_reduce,
+    cluster.StAsync: st_async, cluster.RedAsync: st_async, core.Bra: nop,
     warp.ElectSync: elect, warp.BarWarpSync: nop, warp.ShflSync: shfl, warp.VoteSync: vote,
     warp.VoteSyncBallot: vote, warp.ReduxSync: redux, warp.Activemask: activemask, warp.Ldmatrix: ldmatrix,
     warp.Stmatrix: stmatrix,
