@@ -4,8 +4,9 @@ in one place, keyed by the declared name (add, mul, mad, fma, setp.<cmp>, selp, 
 Registers hold raw bits: a uint64 array (one entry per lane) for every non-predicate type, zero-extended from
 the type's width, and a bool array for .pred. `decode` reads bits as the type's numbers (signed integers as
 int64, f16/bf16/f32/f64 as numpy floats), `encode` writes numbers back as bits. `compute` is the one
-entry point; `ptxdsl.fold.evaluate` folds constants through it too (one lane), so constant folding, the launch
-checks' values and the interpreter cannot disagree on an integer operation.
+entry point. Its integer operations are ptxdsl.semantics's, the definitions `ptxdsl.fold.evaluate` folds
+constants with, so constant folding, the launch checks' values and the interpreter cannot disagree on one
+(tests/test_interpret.py runs both on the same operands).
 
 Floats follow IEEE round-to-nearest-even (the PTX default .rn): f32 arithmetic in float32; fma and the 16-bit
 types through float64 with round-to-odd, then one rounding to the type (exact, as a fused operation must be).
@@ -193,8 +194,8 @@ def _cvt(x_bits, dst, src_name, rnd, sat):
             raise Unsupported(f"cvt.{rnd}.{dst.name}.{src.name}")
         if dst.bits == 32 or dst.bits == 64:
             out = x.astype(float_dtype(dst))
-        else:
-            out = round_to(_odd_int(x), dst)
+        else:                       # through float64: exact for |x| < 2**53, then one rounding to the half type
+            out = round_to(x.astype(np.float64), dst)
         return encode(out, dst)
     if src.kind == "f":                                    # float -> integer: rounds, saturates, NaN -> 0
         f = x.astype(np.float64)
@@ -215,12 +216,6 @@ def _cvt(x_bits, dst, src_name, rnd, sat):
             xs = np.minimum(xs, U64(min(hi, (1 << 64) - 1)))
         return encode(xs, dst)
     return encode(x, dst)
-
-
-def _odd_int(x):
-    """Integer lanes as float64 rounded to odd (exact for the 16-bit float types after one more rounding)."""
-    f = x.astype(np.float64)
-    return f
 
 
 def _int_range(t):

@@ -45,7 +45,8 @@ def test_tma_case_interpreter_equals_gpu(case):
     for name in gpu.observed:
         g, c = np.asarray(gpu.observed[name]).view(np.uint8), np.asarray(cpu.observed[name]).view(np.uint8)
         bad = np.flatnonzero(g != c)
-        assert not bad.size, f"{name}: {bad.size} bytes differ, first at {bad[0]}: GPU {g[bad[0]]:#x}, CPU {c[bad[0]]:#x}"
+        assert not bad.size, (f"{name}: {bad.size} bytes differ, first at {bad[0]}: GPU {g[bad[0]]:#x}, "
+                              f"CPU {c[bad[0]]:#x}")
 
 
 @pytest.mark.parametrize("name", EXAMPLES)

@@ -24,11 +24,11 @@ from ..semantics import INTEGER, shl, shr
 from ..ir import Addr, If, Imm, Instr, LabelStmt, Loop, Param, PredNot, Reg, SharedAlloc, SpecialReg, TensorMapRef, \
     WaitLoop
 from ..isa import bulk, cluster, control, core, effects as fx, fence, mbarrier as mb, policy, tensormap as tm, warp
-from ..types import ALL_TYPES, b16, pred, u32, u64
+from ..types import ALL_TYPES, pred, u32, u64
 from .barriers import BarWait, ClusterWait, CtaBarrier, MBarrier, MbarrierWait
 from .errors import InterpretError, KernelTrapped, MemoryFault, NotInterpretable
 from .lanes import U64, WARP
-from .memory import PARAM_WINDOW, RANK_SHIFT, SHARED_WINDOW, WINDOW_SIZE, tmap_bytes, tmap_handle
+from .memory import PARAM_WINDOW, RANK_SHIFT, SHARED_WINDOW, tmap_bytes, tmap_handle
 
 ADVANCE = None          # a step's return: advance the active lanes' counters
 HELD = True             # the step moved the counters itself (a branch, a wait)
@@ -104,7 +104,6 @@ def compile_body(kernel) -> list:
 
     def loop(s: Loop):
         t = s.var.type
-        signed = t.kind == "s"
         t_cmp = t if t.kind in "us" else ALL_TYPES[f"u{t.bits}"]
         start, stop = reader(s.start, t), reader(s.stop, t)
         var, cond = s.var, s.cond
@@ -135,7 +134,6 @@ def compile_body(kernel) -> list:
             return HELD
         steps.append(Step(step, s.loc, "loop step"))
         end[0] = len(steps)
-        del signed
 
     block(kernel.body)
 
@@ -454,7 +452,8 @@ def cvt_pack(op: core.CvtPack):
     write = writer(op.d)
     half = ALL_TYPES["bf16" if op.type == "bf16x2" else "f16"]
     if op.rnd != "rn" or op.satfinite:
-        raise NotInterpretable(f"{op.what}: only cvt.rn{{.relu}} pairs are modelled", rule="interpret.not-interpretable")
+        raise NotInterpretable(f"{op.what}: only cvt.rn{{.relu}} pairs are modelled",
+                               rule="interpret.not-interpretable")
 
     def one(bits):
         x = alu.decode(bits, ALL_TYPES["f32"]).astype(np.float64)

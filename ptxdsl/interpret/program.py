@@ -46,10 +46,10 @@ class Program:
     def __init__(self, obj, *, arch=None, ptx=None, seed=None):
         if isinstance(obj, PTX):
             raise LaunchError("compile(device='cpu') needs the kernel, not its PTX text", rule="interpret.source")
-        self.kernels = {k.name: k for k in _kernels(obj)}
-        with log.stage("emit"):
-            self.ptx = emit(obj if not hasattr(obj, "finish") else list(self.kernels.values())[0]
-                            if len(self.kernels) == 1 else Module(list(self.kernels.values())), arch=arch, ptx=ptx)
+        kernels = _kernels(obj)
+        self.kernels = {k.name: k for k in kernels}
+        with log.stage("emit"):             # the GPU's checks (target floors, module limits) run here too
+            self.ptx = emit(obj if isinstance(obj, Module) else kernels[0], arch=arch, ptx=ptx)
         self.device = CPU
         self.seed = seed
         self._launchers: dict = {}
