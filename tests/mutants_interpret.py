@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
 import re
 import sys
 import time
@@ -55,6 +56,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", help="write every mutant's interpreter outcome here")
     args = ap.parse_args(argv)
     campaign.REPEATS = 1                        # the interpreter is deterministic: one launch tells
+    os.environ["PTXDSL_LAUNCH_CHECKS"] = "0"    # as in the GPU campaign: the device (here, the interpreter) decides
     found = campaign.mutants(args.families or None)
     rows = {}
     t0 = time.perf_counter()

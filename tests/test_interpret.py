@@ -104,7 +104,7 @@ def _line_of(text, path=__file__):
     return next(i + 1 for i, line in enumerate(lines) if text in line)
 
 
-def test_a_wrong_expect_tx_is_a_deadlock_naming_the_waiting_line(cpu):
+def test_a_wrong_expect_tx_is_a_deadlock_naming_the_waiting_line(cpu, monkeypatch):
     from ptxdsl.runtime import DeviceArray
 
     from tile_common import TILE_BYTES
@@ -112,6 +112,9 @@ def test_a_wrong_expect_tx_is_a_deadlock_naming_the_waiting_line(cpu):
     k = _tile_kernel(TILE_BYTES + 16)
     a = DeviceArray.to_device(np.zeros((64, 64), np.uint16))
     spec = px.TensorMapSpec.from_array(a, (64, 64), dtype="bf16")
+    with pytest.raises(px.LaunchError, match="expect-tx-mismatch"):       # the launch checks run as on the GPU
+        px.compile(k, device="cpu")["planted"](spec, grid=1, block=128)
+    monkeypatch.setenv("PTXDSL_LAUNCH_CHECKS", "0")
     with pytest.raises(Deadlock) as e:
         px.compile(k, device="cpu")["planted"](spec, grid=1, block=128)
     wait_line = _line_of("k.mbarrier_wait(bar, parity=0)")

@@ -6,7 +6,9 @@
 Pointer arguments are CPU DeviceArrays (made while the CPU device is current), numpy arrays (or anything with
 `__array__` / a host DLPack capsule: mapped for the launch, written in place), or addresses. Tensor-map
 arguments are TensorMapSpecs over CPU memory. The launch runs to completion before it returns (`stream` and
-`sync` are accepted and mean nothing here); `seed=` picks another interleaving of the warps.
+`sync` are accepted and mean nothing here); `seed=` picks another interleaving of the warps. The verifier's
+launch checks run first, as on the GPU (PTXDSL_LAUNCH_CHECKS=0 turns them off: then the interpreter shows what
+the device would do).
 """
 from __future__ import annotations
 
@@ -109,6 +111,9 @@ class Launcher:
                               f"{self.info.needs_cluster}), which runs only in a cluster launch: pass "
                               f"cluster=(1, 1, 1) or more", rule="launch.cluster-required")
         dyn = self.shared_bytes if shared_bytes is None else int(shared_bytes)
+        checks = getattr(self.info, "launch_checks", None)
+        if checks is not None and checks.checks:        # the verifier's launch checks, as the GPU launcher runs them
+            checks.run(args, grid, block, cluster, shared_bytes)
         heap = CPU.heap
         mapped: list = []
         try:
