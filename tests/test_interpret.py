@@ -372,3 +372,12 @@ def test_bulk_reductions_and_remote_async_stores():
     px.compile(k, device="cpu")["reduce_into"](out, grid=2, block=16)
     assert list(out[:16]) == [2 * i + 16 for i in range(16)]
     assert list(out[16:]) == [1001, 1000]
+
+
+def test_ptxdsl_run_cpu_runs_a_file_s_host_check(capsys):
+    from ptxdsl.cli import main
+
+    assert main(["run", "--cpu", str(ROOT / "examples" / "tma_store_tile.py")]) == 0
+    out = capsys.readouterr()
+    assert "PASS: tma_store_tile" in out.out
+    assert "1 passed on the CPU interpreter, 0 failed, 0 not run" in out.err

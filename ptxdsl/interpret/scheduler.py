@@ -1,8 +1,8 @@
 """The run of a grid: CTAs in clusters, their warps, and the order warps take turns in.
 
-Every CTA of the grid is resident at once (up to `RESIDENT` CTAs; a larger grid runs in waves of whole
-clusters, in ctaid order). A warp runs until its lanes block (a barrier, an mbarrier wait), exit, or use up
-a quantum of steps; then the next warp takes its turn: round-robin by default, or a random warp and quantum
+Every CTA of the grid is resident at once (up to `RESIDENT` CTAs and `RESIDENT_BYTES` of shared memory; a
+larger grid runs in waves of whole clusters, in ctaid order, as a GPU runs a grid larger than it holds). A warp
+runs until its lanes block (a barrier, an mbarrier wait), exit, or use up a quantum of steps; then the next warp takes its turn: round-robin by default, or a random warp and quantum
 drawn from `seed` (another legal interleaving of the same kernel, so a search over seeds explores schedules).
 A blocked warp is polled again only after some barrier moved on (`progress`); when no warp can run and none
 was woken, the kernel is deadlocked: `Deadlock` lists every waiting warp, its source line and the state of
@@ -25,7 +25,8 @@ from .memory import PARAM_WINDOW, RANK_SHIFT, SHARED_WINDOW, WINDOW_SIZE, shared
 COUNTERS = {"launches": 0, "steps": 0}     # over the process: what bench/bench_interpret.py reports
 QUANTUM = 64
 SHOWN = 16                  # waiting lane groups a deadlock report lists (Deadlock.waits holds every one)
-RESIDENT = 4096
+RESIDENT = 4096             # CTAs resident at once at most ...
+RESIDENT_BYTES = 512 << 20  # ... and at most this much shared memory between them
 MAX_STEPS = 50_000_000
 _CODE_CACHE: dict = {}
 
@@ -229,11 +230,12 @@ class Launch:
 
     def _run(self) -> None:
         per = int(np.prod(self.cluster_dims))
+        limit = max(per, min(RESIDENT, RESIDENT_BYTES // max(self.smem_size, 1)))
         wave: list = []
         with np.errstate(all="ignore"):
             for cl in self.clusters():
                 wave.append(cl)
-                if (len(wave) + 1) * per > RESIDENT:
+                if (len(wave) + 1) * per > limit:
                     self._run_wave(wave)
                     wave = []
             if wave:
