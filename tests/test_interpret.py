@@ -381,3 +381,17 @@ def test_ptxdsl_run_cpu_runs_a_file_s_host_check(capsys):
     out = capsys.readouterr()
     assert "PASS: tma_store_tile" in out.out
     assert "1 passed on the CPU interpreter, 0 failed, 0 not run" in out.err
+
+
+def test_tensor_maps_built_from_host_arrays_read_and_write_them_in_place(cpu):
+    import tma_store_tile
+
+    rows, cols = tma_store_tile.ROWS, tma_store_tile.COLS
+    a = np.random.default_rng(2).integers(0, 2**16, (rows, cols), dtype=np.uint16)
+    out = np.zeros_like(a)
+    src = px.TensorMapSpec.from_array(a, (64, 64), dtype="bf16")
+    dst = px.TensorMapSpec.from_array(out, (64, 64), dtype="bf16")
+    assert src.global_address and dst.global_address
+    px.compile(tma_store_tile.KERNEL, device="cpu")["tma_store_tile"](src, dst, grid=(cols // 64, rows // 64),
+                                                                       block=128)
+    assert np.array_equal(out, a)

@@ -31,6 +31,7 @@ class CpuDevice:
         for k, v in H200.items():
             setattr(self, k, v)
         self._saved = []
+        self._host_maps: dict = {}
 
     def __repr__(self) -> str:
         return "<Device cpu: the ptxdsl interpreter>"
@@ -83,6 +84,21 @@ class CpuDevice:
 
     def memset(self, ptr: int, byte: int, nbytes: int) -> None:
         self.buffer(ptr, nbytes)[:] = byte
+
+    def map_host(self, arr: np.ndarray) -> int:
+        """The interpreter's address of a host numpy array's first element: its whole underlying buffer is mapped
+        into global memory (once, for the life of the process), so a TensorMapSpec built from the array reads and
+        writes it in place."""
+        root = arr
+        while isinstance(root.base, np.ndarray):
+            root = root.base
+        if not root.flags.c_contiguous:
+            raise ValueError("a host array mapped for the interpreter is a view of a C-contiguous array")
+        key = (root.ctypes.data, root.nbytes)
+        base = self._host_maps.get(key)
+        if base is None:
+            base = self._host_maps[key] = self.heap.map(root.reshape(-1).view(np.uint8), root)
+        return base + (arr.ctypes.data - root.ctypes.data)
 
 
 CPU = CpuDevice()
