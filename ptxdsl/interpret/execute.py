@@ -602,8 +602,7 @@ def bar_sync(op: core.BarSync):
             bar = cta.bars[b] = CtaBarrier(b)
         if count is not None:
             bar.count = int(np.broadcast_to(count(w), (WARP,))[m][0])
-        # bar.sync is .aligned: the warp counts whole (its exited lanes do not)
-        bar.arrived += int(w.alive.sum())
+        bar.arrived += int(m.sum())          # each thread that executes it (exited threads are not awaited)
         w.block(m, BarWait(cta, bar, bar.round, w.where))
         cta.check_barrier(bar)
         return HELD
