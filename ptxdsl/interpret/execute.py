@@ -964,7 +964,6 @@ def tensor_store(op):
             except ValueError as e:
                 raise MemoryFault(f"{what}: {e}", rule="interpret.tma") from None
             buf[lo:hi] = new
-        w.bulk_groups_open = True
     return run
 
 

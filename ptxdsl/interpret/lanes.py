@@ -34,7 +34,8 @@ class Warp:
         self.tid = tids                          # (x, y, z) lanes of %tid
         self.steps = 0
         self.where = None                        # the source line of the last step (deadlock reports)
-        self.bulk_groups = 0                     # bulk async-groups committed and not yet waited for (see barriers)
+        self.cluster_phase = np.zeros(WARP, np.int64)   # per lane: the cluster barrier phase it arrived in
+        self.polled = -1                         # the scheduler's progress count when its waits were last polled
 
     @property
     def done(self) -> bool:
@@ -42,6 +43,11 @@ class Warp:
 
     def runnable(self) -> np.ndarray:
         return self.alive & ~self.blocked
+
+    def exit(self, lanes: np.ndarray) -> None:
+        """The lanes end (ret, exit): barriers no longer wait for them."""
+        self.alive &= ~lanes
+        self.cta.lane_exited()
 
     def block(self, lanes: np.ndarray, waiter) -> None:
         self.blocked |= lanes

@@ -79,8 +79,6 @@ class Cta:
         self.warps = [Warp(self, i, (tx[i * WARP:(i + 1) * WARP].astype(U64), ty[i * WARP:(i + 1) * WARP].astype(U64),
                                      tz[i * WARP:(i + 1) * WARP].astype(U64)), n)
                       for i in range(len(t) // WARP)]
-        for w in self.warps:
-            w.cluster_phase = np.zeros(WARP, np.int64)
 
     def live_threads(self) -> int:
         return int(sum(int(w.alive.sum()) for w in self.warps))
@@ -96,14 +94,6 @@ class Cta:
         for bar in self.bars.values():
             self.check_barrier(bar)
         self.cluster.settle()
-
-
-def _exit(self, m) -> None:
-    self.alive &= ~m
-    self.cta.lane_exited()
-
-
-Warp.exit = _exit
 
 
 class Launch:
@@ -344,5 +334,3 @@ def _lanes(m) -> str:
         return f"lanes {idx[0]}-{idx[-1]}"
     return f"lanes {idx}"
 
-
-Warp.polled = -1
