@@ -395,3 +395,16 @@ def test_tensor_maps_built_from_host_arrays_read_and_write_them_in_place(cpu):
     px.compile(tma_store_tile.KERNEL, device="cpu")["tma_store_tile"](src, dst, grid=(cols // 64, rows // 64),
                                                                        block=128)
     assert np.array_equal(out, a)
+
+
+def test_a_flag_nobody_publishes_is_a_livelock_naming_the_spin(cpu, monkeypatch):
+    import test_flags
+
+    from ptxdsl.interpret import Livelock
+    from ptxdsl.interpret import scheduler
+
+    monkeypatch.setattr(scheduler, "LIVELOCK_STEPS", 20_000)
+    with pytest.raises(Livelock) as e:
+        test_flags.run_handoff(False, publish=False, launches=1)
+    assert e.value.rule == "interpret.livelock"
+    assert e.value.loc.line == test_flags.marked_line(test_flags.handoff, "# WAIT")

@@ -6,8 +6,8 @@
 docs/interpreter.md has the whole story: what it runs, how to read a deadlock report, what it does not model.
 """
 from .device import CPU, CpuDevice, is_cpu
-from .errors import Deadlock, InterpretError, KernelTrapped, MemoryFault, NotInterpretable
+from .errors import Deadlock, InterpretError, KernelTrapped, Livelock, MemoryFault, NotInterpretable
 from .program import Launcher, Program, compile
 
-__all__ = ["CPU", "CpuDevice", "Deadlock", "InterpretError", "KernelTrapped", "Launcher", "MemoryFault",
+__all__ = ["CPU", "CpuDevice", "Deadlock", "InterpretError", "KernelTrapped", "Launcher", "Livelock", "MemoryFault",
            "NotInterpretable", "Program", "compile", "is_cpu"]

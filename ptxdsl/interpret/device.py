@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .memory import Heap
+from .memory import Heap, tmap_bytes
 
 # The H200's figures, so that launch shapes (persistent grids, CTAs per SM) come out as on the GPU.
 H200 = {"sm_count": 132, "shared_per_sm": 233472, "reserved_shared_per_block": 1024,
@@ -84,6 +84,10 @@ class CpuDevice:
 
     def memset(self, ptr: int, byte: int, nbytes: int) -> None:
         self.buffer(ptr, nbytes)[:] = byte
+
+    def tensormap_record(self, spec) -> np.ndarray:
+        """The 128 bytes that stand for `spec` in the interpreter's memory (what tensormap.replace edits)."""
+        return tmap_bytes(self.heap.tmap_handle(spec))
 
     def map_host(self, arr: np.ndarray) -> int:
         """The interpreter's address of a host numpy array's first element: its whole underlying buffer is mapped

@@ -26,3 +26,11 @@ class Deadlock(InterpretError):
 
 class KernelTrapped(InterpretError):
     """A thread executed trap."""
+
+
+class Livelock(InterpretError):
+    """Warps keep running but none writes memory or touches a barrier: a spin on something nothing will change
+    (a flag no one sets). Names where each warp was."""
+
+    def __init__(self, message: str, loc=None):
+        super().__init__(message, loc, rule="interpret.livelock")

@@ -41,11 +41,12 @@ ALL32 = np.ones(WARP, bool)
 class Step:
     """One flattened statement: `run(warp, lanes)`, where it came from, what it is."""
 
-    __slots__ = ("run", "loc", "what", "control")
+    __slots__ = ("run", "loc", "what", "control", "quiet")
 
-    def __init__(self, run, loc, what, control=True):
+    def __init__(self, run, loc, what, control=True, quiet=True):
         self.run, self.loc, self.what = run, loc, what
         self.control = control          # it may move the counters or change which lanes run (else: straight-line)
+        self.quiet = quiet              # it changes nothing another warp can see (registers, loads, branches)
 
 
 def compile_body(kernel) -> list:
@@ -79,7 +80,8 @@ def compile_body(kernel) -> list:
                     fixups.append((ref, op.target.name, s.loc))
                     branch(s.guard, ref, s.loc)
                 else:
-                    steps.append(Step(instruction(s), s.loc, op.what, isinstance(op, CONTROL)))
+                    steps.append(Step(instruction(s), s.loc, op.what, isinstance(op, CONTROL),
+                                      isinstance(op, QUIET)))
             elif isinstance(s, LabelStmt):
                 labels[s.label.name] = len(steps)
             elif isinstance(s, If):
@@ -140,7 +142,7 @@ def compile_body(kernel) -> list:
     def ret(w, m):
         w.exit(m)
         return HELD
-    steps.append(Step(ret, kernel.loc, "ret"))
+    steps.append(Step(ret, kernel.loc, "ret", True, False))
     for ref, name, loc in fixups:
         if name not in labels:
             raise NotInterpretable(f"bra {name}: no such label in the kernel", loc)
@@ -451,15 +453,24 @@ def cvt_pack(op: core.CvtPack):
     hi, lo = reader(op.src), reader(op.lo)
     write = writer(op.d)
     half = ALL_TYPES["bf16" if op.type == "bf16x2" else "f16"]
-    if op.rnd != "rn" or op.satfinite:
-        raise NotInterpretable(f"{op.what}: only cvt.rn{{.relu}} pairs are modelled",
-                               rule="interpret.not-interpretable")
+    top = float(np.finfo(alu.float_dtype(half)).max)
 
     def one(bits):
         x = alu.decode(bits, ALL_TYPES["f32"]).astype(np.float64)
         if op.relu:
             x = np.where(np.isnan(x), x, np.maximum(x, 0.0))
-        return alu.encode(alu.round_to(x, half), half)
+        y = alu.round_to(x, half)
+        if op.rnd == "rz":                  # toward zero: one step back where nearest rounding went outward
+            past = np.abs(y.astype(np.float64)) > np.abs(x)
+            if half.name == "bf16":
+                truncated = (alu.encode(x.astype(np.float32), ALL_TYPES["f32"]) >> U64(16)).astype(np.uint16)
+                y = np.where(past & np.isfinite(x), truncated.view(alu.float_dtype(half)), y)
+            else:
+                y = np.where(past, np.nextafter(y, np.float16(0)), y)
+        if op.satfinite:                    # a result past the largest finite value (infinities too) is clamped
+            y = np.where(np.isinf(y.astype(np.float64)), np.copysign(top, x), y.astype(np.float64))
+            y = alu.round_to(y, half)
+        return alu.encode(y, half)
 
     def run(w, m):
         with np.errstate(all="ignore"):
@@ -1326,6 +1337,13 @@ def tensormap_copy(op):
         buf[doff:doff + 128] = cta.smem[off:off + 128]
     return run
 
+
+# Ops that change nothing another warp can see: a run of only these in every warp is a livelock (a spin).
+QUIET = (core._Arith, core.Mad, core.Fma, core.Setp, core.Selp, core.Mov, core.Cvt, core.CvtPack, core.Cvta, core.Ld,
+         core.Membar, mb.MbarrierTestWait, mb.MbarrierTestWaitParity, mb.MbarrierTryWait, mb.MbarrierTryWaitParity,
+         mb.MbarrierPendingCount, control.Nanosleep, warp.ElectSync, warp.ShflSync, warp.VoteSync,
+         warp.VoteSyncBallot, warp.ReduxSync, warp.Activemask, cluster.Mapa, cluster.Getctarank, fence.Fence,
+         fence.FenceProxyAsync, fence.FenceProxyTensormapAcquire)
 
 # Ops whose whole effect is one Compute: ptxdsl.alu runs them.
 COMPUTES = (core._Arith, core.Mad, core.Fma, core.Setp, core.Selp)

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import PtxdslError
 from .barriers import CtaBarrier
-from .errors import Deadlock, InterpretError, MemoryFault, NotInterpretable
+from .errors import Deadlock, InterpretError, Livelock, MemoryFault, NotInterpretable
 from .execute import HELD, compile_body
 from .lanes import U64, WARP, Warp
 from .memory import PARAM_WINDOW, RANK_SHIFT, SHARED_WINDOW, WINDOW_SIZE, shared_layout
@@ -28,6 +28,7 @@ SHOWN = 16                  # waiting lane groups a deadlock report lists (Deadl
 RESIDENT = 4096             # CTAs resident at once at most ...
 RESIDENT_BYTES = 512 << 20  # ... and at most this much shared memory between them
 MAX_STEPS = 50_000_000
+LIVELOCK_STEPS = 200_000    # warp-instructions in which no warp wrote memory or touched a barrier: a spin
 _CODE_CACHE: dict = {}
 
 
@@ -113,6 +114,7 @@ class Launch:
         self.quantum = quantum
         self.progress = 0
         self.steps = 0
+        self.last_write = 0         # self.steps when a warp last did something another warp can see
         self._names = sorted((off, a) for a, off in self.layout.items())
 
     # ------------------------------------------------------------------------------------------ memory
@@ -232,6 +234,7 @@ class Launch:
                 self._run_wave(wave)
 
     def _run_wave(self, clusters) -> None:
+        self._clusters = clusters
         warps = [w for cl in clusters for c in cl.ctas for w in c.warps if not w.done]
         code = self.code
         rng = self.rng
@@ -281,6 +284,8 @@ class Launch:
                 step = code[cur]
                 w.where = step.loc
                 n += 1
+                if not step.quiet:
+                    self.last_write = self.steps + n
                 if step.control:
                     pc[active] = cur
                     try:
@@ -301,11 +306,22 @@ class Launch:
             else:
                 pc[active] = cur
         self.steps += n
+        if self.steps - self.last_write > LIVELOCK_STEPS:
+            self._livelock()
         if self.steps > MAX_STEPS:
             raise InterpretError(f"the kernel ran {MAX_STEPS} warp-instructions without finishing (a livelock: a "
                                  f"spin that nothing ends?); {w.describe()} was at {w.where}", w.where,
                                  rule="interpret.step-limit")
         return n > 0
+
+    def _livelock(self) -> None:
+        spinning = [w for cl in self._clusters for c in cl.ctas for w in c.warps if not w.done and w.where]
+        lines = [f"  {w.describe()} at {w.where}" for w in spinning[:SHOWN]]
+        if len(spinning) > SHOWN:
+            lines.append(f"  ... and {len(spinning) - SHOWN} more")
+        raise Livelock(f"livelock: no warp of kernel {self.kernel.name!r} wrote memory or touched a barrier in "
+                       f"{LIVELOCK_STEPS} warp-instructions (a spin on something nothing will change):\n"
+                       + "\n".join(lines), spinning[0].where if spinning else None)
 
     def _deadlock(self, warps) -> None:
         lines = []

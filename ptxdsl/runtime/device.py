@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import os
 
 from cuda.bindings import driver
 
@@ -106,15 +107,21 @@ def set_host_device(device) -> None:
 
 
 def host_device():
-    """The CPU device when it is current, else None."""
+    """The interpreter's CPU device when it is current (or PTXDSL_DEVICE=cpu asks for it process-wide), else
+    None."""
+    if _host is None and os.environ.get("PTXDSL_DEVICE", "").strip().lower() == "cpu":
+        from ..interpret.device import CPU
+
+        return CPU
     return _host
 
 
 def current_device() -> Device:
     """The device of the calling thread's current context; device 0 (made current) when there is none. While the
     interpreter's CPU device is current (ptxdsl.interpret), that device."""
-    if _host is not None:
-        return _host
+    host = host_device()
+    if host is not None:
+        return host
     _require_driver()
     ctx = call(driver.cuCtxGetCurrent)
     if int(ctx) == 0:
