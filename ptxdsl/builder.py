@@ -293,12 +293,15 @@ class KernelBuilder:
     @_located
     def cvt(self, type, src, lo=None, *, rnd=None, sat=False, relu=False, satfinite=False, stype=None,
             out=None) -> Reg:
-        """cvt{.rnd}{.sat}.type.stype d, src: convert src to `type`. With lo, or type 'f16x2' / 'bf16x2':
-        cvt.rnd{.relu}{.satfinite}.type.f32 d, src, lo packs two .f32 values into one .b32 register, src in
-        the upper half and lo in the lower (rnd .rn by default)."""
-        pack = lo is not None or (isinstance(type, str) and type.lstrip(".") in core.PAIRS)
+        """cvt{.rnd}{.sat}.type.stype d, src: convert src to `type`. With lo, or type 'f16x2' / 'bf16x2' /
+        'e4m3x2' / 'e5m2x2': cvt.rnd{.relu}{.satfinite}.type.f32 d, src, lo packs two .f32 values into one .b32
+        register (.b16 for the FP8 pairs), src in the upper half and lo in the lower (rnd .rn by default). With
+        stype 'e4m3x2' / 'e5m2x2': cvt.rn{.relu}.f16x2.stype d, src widens the FP8 pair in a .b16 register."""
         given = {name: v for name, v in (("rnd", rnd), ("sat", sat), ("relu", relu), ("satfinite", satfinite),
                                          ("stype", stype)) if v is not None and v is not False}
+        if isinstance(stype, str) and stype.lstrip(".") in core.FP8_PAIRS:
+            return self._op(core.CvtUnpack, type=type, src=src, out=out, **given)
+        pack = lo is not None or (isinstance(type, str) and type.lstrip(".") in core.PAIRS)
         if pack:
             return self._op(core.CvtPack, type=type, src=src, lo=lo, out=out, **given)
         return self._op(core.Cvt, type=type, src=src, out=out, **given)
@@ -577,6 +580,17 @@ class KernelBuilder:
     def warp_idx(self) -> Reg:
         """tid.x / 32 (the warp's index in a 1-D block; %warpid is a hardware slot, not this)."""
         return self.shr(self.mov(_sreg.tid_x), 5)
+
+    # ------------------------------------------------------------------------- tensor cores
+
+    @_located
+    def matrix_descriptor(self, buf, layout, offset=0):
+        """The wgmma matrix descriptor (a MatrixDescriptor: .reg, .buffer, .layout, .offset) of `layout`'s tile at
+        `offset` bytes into the shared buffer `buf`: mov.u64 of its address, shr.u64, add.u64 of the template.
+        `desc.advance_k(j)` steps it to K step j (one add)."""
+        from .descriptor import matrix_descriptor
+
+        return matrix_descriptor(self, buf, layout, offset)
 
 
 def _is_tmap(v) -> bool:
