@@ -122,3 +122,19 @@ class ClusterWait:
     def report(self) -> str:
         c = self.cluster
         return f"barrier.cluster.wait: {c.arrived} of {c.live_threads()} threads of the cluster arrived"
+
+
+class WarpgroupWait:
+    """Warps of a warpgroup waiting at a .sync.aligned warpgroup instruction for the others (wgmma.mma_async)."""
+
+    def __init__(self, cta, meeting: dict, what: str, loc):
+        self.cta, self.meeting, self.round, self.what, self.loc = cta, meeting, meeting["round"], what, loc
+
+    def ready(self, warp, lanes) -> bool:
+        return self.meeting["round"] > self.round
+
+    def release(self, warp, lanes) -> None:
+        warp.pc[lanes] += 1
+
+    def report(self) -> str:
+        return f"{self.what}: {len(self.meeting['arrived'])} of the warpgroup's 4 warps arrived"

@@ -16,16 +16,20 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import ml_dtypes
 import numpy as np
 
 from .. import alu
+from ..errors import PtxdslError
 from .. import reference
 from ..semantics import INTEGER, shl, shr
 from ..ir import Addr, If, Imm, Instr, LabelStmt, Loop, Param, PredNot, Reg, SharedAlloc, SpecialReg, TensorMapRef, \
     WaitLoop
 from ..isa import bulk, cluster, control, core, effects as fx, fence, mbarrier as mb, policy, tensormap as tm, warp
+from ..isa import wgmma as wg
+from ..isa.operands import reg_list
 from ..types import ALL_TYPES, pred, u32, u64
-from .barriers import BarWait, ClusterWait, CtaBarrier, MBarrier, MbarrierWait
+from .barriers import BarWait, ClusterWait, CtaBarrier, MBarrier, MbarrierWait, WarpgroupWait
 from .errors import InterpretError, KernelTrapped, MemoryFault, NotInterpretable
 from .lanes import U64, WARP
 from .memory import PARAM_WINDOW, RANK_SHIFT, SHARED_WINDOW, tmap_bytes, tmap_handle
@@ -171,9 +175,8 @@ def instruction(s: Instr):
     return guarded
 
 
-# Families whose CPU model has not landed: their ops are reported by name (the tensor-core instructions run
-# through ptxdsl.reference's mma model once it exists).
-NOT_YET = {"wgmma": "the tensor-core instructions (wgmma.*) are not interpretable yet"}
+# Families whose CPU model has not landed: their ops are reported by name.
+NOT_YET: dict = {}
 
 
 def interpretable(cls) -> bool:
@@ -449,32 +452,55 @@ def cvt(op: core.Cvt):
     return run
 
 
+_PAIR_TYPES = {"f16x2": (np.float16, 16), "bf16x2": (ml_dtypes.bfloat16, 16),
+               "e4m3x2": (ml_dtypes.float8_e4m3fn, 8), "e5m2x2": (ml_dtypes.float8_e5m2, 8)}
+
+
 def cvt_pack(op: core.CvtPack):
+    """cvt.rn/rz{.relu}{.satfinite} pairs: two f32 values rounded to f16/bf16 (a .b32 register) or FP8 (a .b16
+    register), `src` in the upper half."""
     hi, lo = reader(op.src), reader(op.lo)
     write = writer(op.d)
-    half = ALL_TYPES["bf16" if op.type == "bf16x2" else "f16"]
-    top = float(np.finfo(alu.float_dtype(half)).max)
+    dt, width = _PAIR_TYPES[op.type]
+    dt = np.dtype(dt)
+    top = float(ml_dtypes.finfo(dt).max)
+    ubits = {8: np.uint8, 16: np.uint16}[width]
 
     def one(bits):
         x = alu.decode(bits, ALL_TYPES["f32"]).astype(np.float64)
         if op.relu:
             x = np.where(np.isnan(x), x, np.maximum(x, 0.0))
-        y = alu.round_to(x, half)
+        if op.satfinite:                    # past the largest finite value (infinities too): clamped to it
+            x = np.where(np.isnan(x), x, np.clip(x, -top, top))
+        y = alu._odd_f32(x).astype(dt)      # one rounding to the pair's type (round to odd first: exact)
         if op.rnd == "rz":                  # toward zero: one step back where nearest rounding went outward
             past = np.abs(y.astype(np.float64)) > np.abs(x)
-            if half.name == "bf16":
+            if dt == np.dtype(ml_dtypes.bfloat16):
                 truncated = (alu.encode(x.astype(np.float32), ALL_TYPES["f32"]) >> U64(16)).astype(np.uint16)
-                y = np.where(past & np.isfinite(x), truncated.view(alu.float_dtype(half)), y)
+                y = np.where(past & np.isfinite(x), truncated.view(dt), y)
             else:
                 y = np.where(past, np.nextafter(y, np.float16(0)), y)
-        if op.satfinite:                    # a result past the largest finite value (infinities too) is clamped
-            y = np.where(np.isinf(y.astype(np.float64)), np.copysign(top, x), y.astype(np.float64))
-            y = alu.round_to(y, half)
-        return alu.encode(y, half)
+        return np.ascontiguousarray(y).view(ubits).astype(U64)
 
     def run(w, m):
-        with np.errstate(all="ignore"):
-            write(w, m, (one(hi(w)) << U64(16)) | one(lo(w)))
+        write(w, m, (one(hi(w)) << U64(width)) | one(lo(w)))
+    return run
+
+
+def cvt_unpack(op: core.CvtUnpack):
+    """cvt.rn{.relu}.f16x2.e4m3x2/e5m2x2: the two FP8 values of a .b16 register widened to f16 (exact)."""
+    read, write = reader(op.src), writer(op.d)
+    dt = np.dtype(_PAIR_TYPES[op.stype][0])
+
+    def one(byte):
+        x = byte.astype(np.uint8).view(dt).astype(np.float32)
+        if op.relu:
+            x = np.where(np.isnan(x), x, np.maximum(x, 0))
+        return x.astype(np.float16).view(np.uint16).astype(U64)
+
+    def run(w, m):
+        v = np.broadcast_to(read(w), (WARP,)).astype(U64)
+        write(w, m, (one((v >> U64(8)) & U64(0xFF)) << U64(16)) | one(v & U64(0xFF)))
     return run
 
 
@@ -1233,6 +1259,77 @@ def stmatrix(op: warp.Stmatrix):
     return run
 
 
+# ---------------------------------------------------------------------------------------- tensor cores
+
+
+def _descriptor(v):
+    """A reader of a matrix descriptor operand: a descriptor value (its .reg), a 64-bit register or an immediate."""
+    return reader(getattr(v, "reg", v), u64)
+
+
+def mma_async(op: wg.WgmmaMmaAsync):
+    """wgmma.mma_async: the four warps of the warpgroup meet here (it is .sync.aligned); the last to arrive runs
+    ptxdsl.reference.wgmma on the 128 threads' accumulators (and A registers) and the descriptors' shared memory,
+    writes the new accumulators into every warp and releases the others. The result is complete at once, so
+    wgmma.commit_group / wait_group never wait (as for bulk copies)."""
+    acc = reg_list(op.d)
+    rs = wg._from_registers(op.a)
+    a_regs = reg_list(op.a) if rs else ()
+    a_desc = None if rs else _descriptor(op.a)
+    b_desc = _descriptor(op.b)
+    scale_d = reader(op.scale_d, pred)
+    n, dtype, atype, btype = op.n, op.dtype, op.atype, op.btype
+    acc_view = {"f32": np.float32, "s32": np.int32, "f16": np.uint32}[dtype]
+
+    def compute(warps, w, m):
+        first = int(np.flatnonzero(m)[0])
+
+        def uniform(read):
+            return int(np.broadcast_to(read(w), (WARP,))[first])
+        d = np.concatenate([np.stack([v.regs[r] for r in acc], axis=1) for v in warps]).astype(np.uint32)
+        if rs:
+            a = np.concatenate([np.stack([v.regs[r] for r in a_regs], axis=1) for v in warps]).astype(np.uint32)
+        else:
+            a = uniform(a_desc)
+        keep = bool(np.broadcast_to(scale_d(w), (WARP,))[first])
+        try:
+            out = reference.wgmma.wgmma(
+                w.cta.smem, d.view(acc_view), a, uniform(b_desc), n=n, dtype=dtype, atype=atype, btype=btype,
+                trans_a=bool(op.imm_trans_a), trans_b=bool(op.imm_trans_b), scale_d=keep,
+                scale_a=int(op.imm_scale_a), scale_b=int(op.imm_scale_b), satfinite=bool(op.satfinite), smem_base=0)
+        except PtxdslError as e:
+            raise MemoryFault(f"{op.what}: {e.message}", rule="interpret.wgmma") from None
+        bits = np.ascontiguousarray(out).view(np.uint32).astype(U64).reshape(len(warps), WARP, len(acc))
+        for v, words in zip(warps, bits):
+            for i, r in enumerate(acc):
+                v.regs[r][:] = words[:, i]
+    return warpgroup(compute, "wgmma.mma_async")
+
+
+def warpgroup(compute, what):
+    """A step the four warps of a warpgroup execute together: each blocks until the last arrives, which runs
+    `compute(warps, warp, lanes)` and releases them."""
+    def run(w, m):
+        cta = w.cta
+        group = w.index // 4
+        warps = cta.warps[4 * group:4 * group + 4]
+        if len(warps) < 4:
+            raise InterpretError(f"{what} is a warpgroup instruction: warp {w.index} has no whole warpgroup "
+                                 f"(the block has {len(cta.warps)} warps)", rule="interpret.warpgroup")
+        key = (group, id(run))
+        meet = cta.meetings.setdefault(key, {"round": 0, "arrived": set()})
+        meet["arrived"].add(w.index)
+        if len(meet["arrived"]) < 4:
+            w.block(m, WarpgroupWait(cta, meet, what, w.where))
+            return HELD
+        compute(warps, w, m)
+        meet["arrived"] = set()
+        meet["round"] += 1
+        cta.launch.progress += 1
+        return ADVANCE
+    return run
+
+
 # -------------------------------------------------------------------------------------------- clusters
 
 
@@ -1349,7 +1446,7 @@ QUIET = (core._Arith, core.Mad, core.Fma, core.Setp, core.Selp, core.Mov, core.C
 COMPUTES = (core._Arith, core.Mad, core.Fma, core.Setp, core.Selp)
 
 # Ops whose step may move the counters or block or end lanes: the scheduler syncs the counters before them.
-CONTROL = (core.BarSync, core.Ret, core.Exit, core.Trap, cluster.BarrierClusterWait)
+CONTROL = (core.BarSync, core.Ret, core.Exit, core.Trap, cluster.BarrierClusterWait, wg.WgmmaMmaAsync)
 
 HANDLERS = {
     core.Mov: mov, core.Cvt: cvt, core.CvtPack: cvt_pack, core.Cvta: cvta, core.Ld: ld, core.St: st,
@@ -1381,6 +1478,8 @@ HANDLERS = {
     control.SetmaxnregInc: nop, control.SetmaxnregDec: nop,
     policy.CreatepolicyFractional: opaque_zero, policy.CreatepolicyRange: opaque_zero,
     policy.CreatepolicyCvt: opaque_zero,
+    wg.WgmmaMmaAsync: mma_async, wg.WgmmaFence: nop, wg.WgmmaCommitGroup: commit_group, wg.WgmmaWaitGroup: nop,
+    core.CvtUnpack: cvt_unpack,
     tm.TensormapCpFenceproxy: tensormap_copy, tm.PrefetchTensormap: nop,
     **{cls: tensormap_replace for cls in tm.REPLACE.values()},
 }

@@ -72,6 +72,7 @@ class Cta:
         self.smem = np.zeros(launch.smem_size, np.uint8)
         self.mbars: dict = {}
         self.bars: dict = {}
+        self.meetings: dict = {}            # warpgroup instructions: (warpgroup, step) -> who arrived, which round
         bx, by, bz = launch.block
         n = bx * by * bz
         self.nthreads = n
