@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # every example whose host check takes a few seconds at most on the interpreter; pipe_axpy, pipe_splitsum and
 # pipe_varlen pass too (`ptxdsl run --cpu examples/*.py`) but take 4-17 s each at their run()'s sizes
 FAST = ["tma_load_tile", "tma_store_tile", "tma_pipeline_copy", "tma_reduce_tile", "tma_multicast_tile",
-        "tensormap_replace", "user_kernel", "pipe_gather", "pipe_transpose"]
+        "tensormap_replace", "user_kernel", "pipe_gather", "pipe_transpose", "wgmma_tile"]
 TWINS = ["tma_load_tile", "tma_store_tile", "tma_pipeline_copy", "tma_reduce_tile", "tma_multicast_tile"]
 
 

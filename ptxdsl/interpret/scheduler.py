@@ -2,8 +2,8 @@
 
 Every CTA of the grid is resident at once (up to `RESIDENT` CTAs and `RESIDENT_BYTES` of shared memory; a
 larger grid runs in waves of whole clusters, in ctaid order, as a GPU runs a grid larger than it holds). A warp
-runs until its lanes block (a barrier, an mbarrier wait), exit, or use up a quantum of steps; then the next warp takes its turn: round-robin by default, or a random warp and quantum
-drawn from `seed` (another legal interleaving of the same kernel, so a search over seeds explores schedules).
+runs until its lanes block (a barrier, an mbarrier wait), exit, or use up a quantum of steps; then the next
+warp takes its turn: round-robin by default, or a random warp and quantum drawn from `seed` (another legal interleaving of the same kernel, so a search over seeds explores schedules).
 A blocked warp is polled again only after some barrier moved on (`progress`); when no warp can run and none
 was woken, the kernel is deadlocked: `Deadlock` lists every waiting warp, its source line and the state of
 the barrier it waits on.
