@@ -1295,8 +1295,9 @@ def mma_async(op: wg.WgmmaMmaAsync):
         try:
             out = reference.wgmma.wgmma(
                 w.cta.smem, d.view(acc_view), a, uniform(b_desc), n=n, dtype=dtype, atype=atype, btype=btype,
-                trans_a=bool(op.imm_trans_a), trans_b=bool(op.imm_trans_b), scale_d=keep,
-                scale_a=int(op.imm_scale_a), scale_b=int(op.imm_scale_b), satfinite=bool(op.satfinite), smem_base=0)
+                trans_a=bool(_imm(op.imm_trans_a, 0)), trans_b=bool(_imm(op.imm_trans_b, 0)), scale_d=keep,
+                scale_a=_imm(op.imm_scale_a, 1), scale_b=_imm(op.imm_scale_b, 1), satfinite=bool(op.satfinite),
+                smem_base=0)
         except PtxdslError as e:
             raise MemoryFault(f"{op.what}: {e.message}", rule="interpret.wgmma") from None
         bits = np.ascontiguousarray(out).view(np.uint32).astype(U64).reshape(len(warps), WARP, len(acc))
@@ -1304,6 +1305,12 @@ def mma_async(op: wg.WgmmaMmaAsync):
             for i, r in enumerate(acc):
                 v.regs[r][:] = words[:, i]
     return warpgroup(compute, "wgmma.mma_async")
+
+
+def _imm(v, neutral: int) -> int:
+    """An immediate operand's value (left out, or not applying to the form: `neutral`)."""
+    v = getattr(v, "value", v)
+    return neutral if v is None else int(v)
 
 
 def warpgroup(compute, what):
