@@ -39,27 +39,27 @@ class CpuDevice:
     # ------------------------------------------------------------------------------------ currency
 
     def set_current(self) -> None:
-        from ..runtime import device as rt
+        from ..runtime.device import set_host_device
 
-        rt.set_host_device(self)
+        set_host_device(self)
 
     def release(self) -> None:
         """Stop being the current device (GPU devices are current again)."""
-        from ..runtime import device as rt
+        from ..runtime.device import set_host_device
 
-        rt.set_host_device(None)
+        set_host_device(None)
 
     def __enter__(self):
-        from ..runtime import device as rt
+        from ..runtime.device import host_device
 
-        self._saved.append(rt.host_device())
+        self._saved.append(host_device())
         self.set_current()
         return self
 
     def __exit__(self, *exc):
-        from ..runtime import device as rt
+        from ..runtime.device import set_host_device
 
-        rt.set_host_device(self._saved.pop())
+        set_host_device(self._saved.pop())
 
     def synchronize(self) -> None:
         """Launches on the CPU finish before they return: nothing to wait for."""

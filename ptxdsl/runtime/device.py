@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import functools
-import os
 
 from cuda.bindings import driver
 
@@ -107,12 +106,8 @@ def set_host_device(device) -> None:
 
 
 def host_device():
-    """The interpreter's CPU device when it is current (or PTXDSL_DEVICE=cpu asks for it process-wide), else
-    None."""
-    if _host is None and os.environ.get("PTXDSL_DEVICE", "").strip().lower() == "cpu":
-        from ..interpret.device import CPU
-
-        return CPU
+    """The interpreter's CPU device when it is current (PTXDSL_DEVICE=cpu makes it current when ptxdsl is
+    imported), else None."""
     return _host
 
 
