@@ -65,3 +65,17 @@ __all__ = [
     "b8", "b16", "b32", "b64", "bf16", "f16", "f32", "f64", "pred", "s8", "s16", "s32", "s64",
     "u8", "u16", "u32", "u64",
 ]
+
+
+def _device_from_environment() -> None:
+    """PTXDSL_DEVICE=cpu: the CPU interpreter (ptxdsl.interpret) is the current device in this process (and the
+    processes it starts): px.compile and DeviceArray use it, no GPU needed."""
+    import os
+
+    if os.environ.get("PTXDSL_DEVICE", "").strip().lower() == "cpu":
+        from .interpret import CPU
+
+        CPU.set_current()
+
+
+_device_from_environment()

@@ -439,7 +439,8 @@ def cmd_run(args) -> int:
     from .assembler import assemble
     from .runtime.driver import driver_available, unavailable_reason
 
-    gpu = not args.emit_only and driver_available()
+    cpu = getattr(args, "cpu", False)
+    gpu = not args.emit_only and (cpu or driver_available())
     passed = failed = not_run = 0
     for path in args.files:
         try:
@@ -466,7 +467,13 @@ def cmd_run(args) -> int:
             continue
         kw = {"kernel": kernels[0]} if Path(path).suffix == ".ptxd" else {}
         try:
-            ok, verdict = host(**kw)
+            if cpu:                             # the interpreter is the device: px.compile and DeviceArray use it
+                from .interpret import CPU
+
+                with CPU:
+                    ok, verdict = host(**kw)
+            else:
+                ok, verdict = host(**kw)
         except PtxdslError as e:                # a launch or tensor-map error in the host check
             _error(e)
             failed += 1
@@ -482,7 +489,8 @@ def _run_summary(args, passed: int, failed: int, not_run: int) -> str:
     if args.emit_only:
         return (f"ptxdsl run: --emit-only: emitted and assembled; nothing ran on a GPU"
                 f"{f' ({failed} file(s) failed)' if failed else ''}")
-    text = f"ptxdsl run: {passed} passed on the GPU, {failed} failed, {not_run} not run"
+    where = "on the CPU interpreter" if getattr(args, "cpu", False) else "on the GPU"
+    text = f"ptxdsl run: {passed} passed {where}, {failed} failed, {not_run} not run"
     if not_run and not passed and not failed:
         text += " (nothing ran on a GPU; `ptxdsl run --emit-only` only emits and assembles)"
     return text
@@ -626,6 +634,8 @@ def main(argv=None) -> int:
         if name == "run":
             p.add_argument("--emit-only", action="store_true",
                            help="emit and assemble only; run nothing (exit 0 without a GPU)")
+            p.add_argument("--cpu", action="store_true",
+                           help="run the host checks on the CPU interpreter (ptxdsl.interpret), no GPU needed")
         p.set_defaults(fn=fn)
     p = sub.add_parser("examples", help="list the examples that ship with ptxdsl, print one, or copy it")
     p.add_argument("name", nargs="?", help="an example (pipe_copy, pipe_copy.py, tma_load_tile.ptxd)")

@@ -10,24 +10,11 @@ from __future__ import annotations
 import operator
 
 from .errors import DSLError
+from .semantics import INTEGER, shl, shr
 
 MAX_SHIFT = 64
 
-
-def _div(a, b):
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
-
-
-def _rem(a, b):
-    return a - _div(a, b) * b
-
-
-BINARY = {
-    "add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": _div, "rem": _rem,
-    "min": min, "max": max, "and": operator.and_, "or": operator.or_, "xor": operator.xor,
-    "shl": operator.lshift, "shr": operator.rshift,
-}
+BINARY = INTEGER            # the integer operations: one definition (ptxdsl.semantics) for folding and lanes
 COMPARE = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt,
            "ge": operator.ge, "lo": operator.lt, "ls": operator.le, "hi": operator.gt, "hs": operator.ge}
 SYMBOL = {"+": "add", "-": "sub", "*": "mul", "/": "div", "%": "rem", "<<": "shl", ">>": "shr", "&": "and",
@@ -104,9 +91,10 @@ def evaluate(effect, value_of):
             if fn == "mul" and mode not in (None, "lo", "wide"):
                 return None
             if fn == "shl":
-                return mask(args[0] << args[1], bits) if 0 <= args[1] < bits else 0
+                return mask(shl(args[0], args[1], bits), bits)
             if fn == "shr":
-                return mask(args[0] >> min(args[1], bits), bits) if args[1] >= 0 else None
+                got = shr(args[0], args[1], bits)
+                return None if got is None else mask(got, bits)
             return mask(binary(fn, args[0], args[1]), out_bits)
         if fn == "not":
             return mask(~args[0], bits)

@@ -241,5 +241,15 @@ def compile(obj, *, arch: str | None = None, ptx=None, device=None, line_info: b
     for the device's arch, from the on-disk cache when it was made before, or the PTX where nvJitLink cannot serve
     (docs/compile.md); loader='ptx' has the driver JIT compile the PTX (the driver caches what it compiled).
     line_info (default: the PTXDSL_LINE_INFO environment variable) emits .file/.loc and keeps the line table,
-    so compute-sanitizer, cuda-gdb, ncu and `.sass` name the builder calls or .ptxd lines."""
+    so compute-sanitizer, cuda-gdb, ncu and `.sass` name the builder calls or .ptxd lines.
+
+    device="cpu" (or ptxdsl.interpret.CPU, or no device while the CPU device is current) runs the kernels on the
+    CPU interpreter instead (ptxdsl.interpret; docs/interpreter.md): the same launch call, no GPU needed."""
+    from .interpret.device import is_cpu
+    from .runtime.device import host_device
+
+    if is_cpu(device) or (device is None and host_device() is not None):
+        from .interpret import compile as compile_cpu
+
+        return compile_cpu(obj, arch=arch, ptx=ptx)
     return Program(obj, arch=arch, ptx=ptx, device=device, line_info=line_info, loader=loader)

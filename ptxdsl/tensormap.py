@@ -367,6 +367,12 @@ def _array_layout(arr, dtype=None):
             raise TensorMapError(f"arr={_brief_array(arr)} breaks 'a tensor map's {e.rule.removeprefix('an ')}'",
                                  loc=loc, rule="tensormap.host-array") from None
         raise TensorMapError(f"arr={_brief(arr)} breaks '{e.rule}'", loc=loc, rule="tensormap.array") from None
+    if v.source == "numpy" and not v.address:
+        from .runtime.device import host_device
+
+        cpu = host_device()             # the interpreter is the device: host arrays are its global memory
+        if cpu is not None:
+            v.address = cpu.map_host(arr)
     if dtype is None:
         if v.dtype is None:
             raise TensorMapError(f"arr={_brief(arr)} breaks 'a tensor map's array names its element type': "

@@ -96,8 +96,27 @@ class Device:
         call(driver.cuCtxSynchronize)
 
 
+_host = None       # the interpreter's CPU device while it is current (ptxdsl.interpret.device)
+
+
+def set_host_device(device) -> None:
+    """Make the interpreter's CPU device current (None: the GPUs again): DeviceArrays then live in host memory."""
+    global _host
+    _host = device
+
+
+def host_device():
+    """The interpreter's CPU device when it is current (PTXDSL_DEVICE=cpu makes it current when ptxdsl is
+    imported), else None."""
+    return _host
+
+
 def current_device() -> Device:
-    """The device of the calling thread's current context; device 0 (made current) when there is none."""
+    """The device of the calling thread's current context; device 0 (made current) when there is none. While the
+    interpreter's CPU device is current (ptxdsl.interpret), that device."""
+    host = host_device()
+    if host is not None:
+        return host
     _require_driver()
     ctx = call(driver.cuCtxGetCurrent)
     if int(ctx) == 0:

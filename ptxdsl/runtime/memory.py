@@ -59,8 +59,12 @@ class DeviceArray:
         self.dtype = _np_dtype(dtype)
         self.nbytes = math.prod(self.shape) * self.dtype.itemsize
         self.device = current_device()
-        self.ptr = int(call(driver.cuMemAlloc, self.nbytes)) if self.nbytes else 0
-        self._finalizer = weakref.finalize(self, _release, self.device, self.ptr) if self.ptr else None
+        if getattr(self.device, "host", False):         # the interpreter's CPU device: host memory
+            self.ptr = self.device.malloc(self.nbytes)
+            self._finalizer = weakref.finalize(self, self.device.free, self.ptr)
+        else:
+            self.ptr = int(call(driver.cuMemAlloc, self.nbytes)) if self.nbytes else 0
+            self._finalizer = weakref.finalize(self, _release, self.device, self.ptr) if self.ptr else None
         if self._finalizer is not None:
             self._finalizer.atexit = False
 
@@ -81,7 +85,9 @@ class DeviceArray:
         """A device copy of a host array (cuMemcpyHtoD); non-contiguous input is made C-contiguous first."""
         host = np.ascontiguousarray(host)
         arr = cls(host.shape, host.dtype)
-        if arr.nbytes:
+        if arr.nbytes and getattr(arr.device, "host", False):
+            arr.device.htod(arr.ptr, host)
+        elif arr.nbytes:
             call(driver.cuMemcpyHtoD, arr.ptr, host.ctypes.data, arr.nbytes)
             _settle()
         return arr
@@ -118,7 +124,9 @@ class DeviceArray:
         self._live()
         out = np.empty(self.shape, self.dtype)
         self.device.synchronize()
-        if self.nbytes:
+        if self.nbytes and getattr(self.device, "host", False):
+            self.device.dtoh(out, self.ptr)
+        elif self.nbytes:
             call(driver.cuMemcpyDtoH, out.ctypes.data, self.ptr, self.nbytes)
         return out
 
@@ -129,7 +137,9 @@ class DeviceArray:
         if host.nbytes != self.nbytes:
             raise PtxdslError(f"host.nbytes={host.nbytes} breaks 'copy_from needs exactly {self.nbytes} bytes'",
                               rule="memory.size")
-        if self.nbytes:
+        if self.nbytes and getattr(self.device, "host", False):
+            self.device.htod(self.ptr, host)
+        elif self.nbytes:
             self.device.set_current()
             call(driver.cuMemcpyHtoD, self.ptr, host.ctypes.data, self.nbytes)
             _settle()
@@ -139,7 +149,9 @@ class DeviceArray:
         self._live()
         if not 0 <= int(byte) <= 255:
             raise PtxdslError(f"byte={byte} breaks 'a fill byte is 0..255'", rule="memory.fill-byte")
-        if self.nbytes:
+        if self.nbytes and getattr(self.device, "host", False):
+            self.device.memset(self.ptr, int(byte), self.nbytes)
+        elif self.nbytes:
             self.device.set_current()
             call(driver.cuMemsetD8, self.ptr, int(byte), self.nbytes)
             _settle()

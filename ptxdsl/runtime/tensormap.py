@@ -70,6 +70,11 @@ def to_device(tmap) -> DeviceArray:
     """A 128-byte, 128-byte-aligned device buffer holding an encoded map (a TensorMapSpec is encoded first):
     the global slot a kernel rewrites with tensormap.replace / tensormap.cp_fenceproxy and then uses as
     `TensorMapRef(generic address)`. Its `.ptr` is also what a `param_ptr` argument takes."""
+    from .device import host_device
+
+    cpu = host_device()
+    if cpu is not None and isinstance(tmap, TensorMapSpec):    # the interpreter's own 128-byte record of the map
+        return DeviceArray.to_device(cpu.tensormap_record(tmap.validate()))
     if isinstance(tmap, TensorMapSpec):
         tmap = encode(tmap)
     if not isinstance(tmap, driver.CUtensorMap):

@@ -164,8 +164,15 @@ def build_kernel(key: tuple):
     return _build_load(key) if key[0] in ("load", "multicast") else _build_store(key)
 
 
-@lru_cache(maxsize=None)
 def launcher(key: tuple):
-    """A JIT-loaded launcher for one kernel shape, loaded once per process."""
+    """A JIT-loaded launcher for one kernel shape, loaded once per process (and once for the CPU interpreter,
+    while it is the current device)."""
+    from ..runtime.device import host_device
+
+    return _launcher(key, host_device() is not None)
+
+
+@lru_cache(maxsize=None)
+def _launcher(key: tuple, cpu: bool):
     return px.compile(build_kernel(key))[kernel_name(key)]
 

@@ -2,7 +2,8 @@
 turns it off, `-p ptxdsl.testing.plugin` loads it from a checkout that is not installed).
 
 - `@pytest.mark.gpu`: the test needs a CUDA device; without one it is skipped with the reason (never
-  reported as passed).
+  reported as passed). With PTXDSL_DEVICE=cpu the gpu tests run on the CPU interpreter instead
+  (ptxdsl.interpret): `px.compile` and `DeviceArray` use it, no GPU needed.
 - `ptx_golden` fixture: `ptx_golden(ptx, name=None)` holds emitted PTX equal to `golden/NAME.ptx` beside
   the test file (ini option `ptx_golden_dir` moves them); `--ptx-golden-update` or PTXDSL_REGEN_GOLDEN=1
   rewrites the files.
@@ -36,9 +37,20 @@ _TOOLS = pytest.StashKey[tuple]()
 GPU_MARKER = "gpu: needs a CUDA device (skipped with the reason otherwise; run under --sanitize=TOOL by compute-sanitizer)"
 
 
+DEVICE_ENV = "PTXDSL_DEVICE"
+
+
+def cpu_requested() -> bool:
+    """PTXDSL_DEVICE=cpu: gpu tests run on the CPU interpreter (ptxdsl.interpret) instead of a GPU."""
+    return os.environ.get(DEVICE_ENV, "").strip().lower() == "cpu"
+
+
 @functools.cache
 def gpu_unavailable_reason() -> str | None:
-    """None when a CUDA device can be used; else why not (cached for the process)."""
+    """None when a CUDA device can be used (or PTXDSL_DEVICE=cpu puts the interpreter in its place); else why not
+    (cached for the process)."""
+    if cpu_requested():
+        return None
     try:
         from ..runtime.driver import driver_available, unavailable_reason
     except ImportError as e:                # cuda-bindings missing entirely
@@ -67,6 +79,10 @@ def pytest_configure(config):
         os.environ["CUDA_VISIBLE_DEVICES"] = device
     config.stash[_WORKER_REPORTS] = []
     config.stash[_MERGED] = []
+    if cpu_requested():                     # the interpreter is the device: DeviceArray and px.compile use it
+        from ..interpret import CPU
+
+        CPU.set_current()
     value = config.getoption("sanitize")
     if value and not os.environ.get(sanitize.CHILD_ENV):
         try:
