@@ -22,9 +22,10 @@ def marked(code: str) -> int:
     return n
 
 
-def stage(variant: str, *, strict: bool = False, name: str | None = None):
-    """A K loop of bf16 mma_async with one group in flight (wait_group 1), and the mistake `variant` inside it."""
-    with px.kernel(name or f"k_{variant}", verify=False, reqntid=128, strict=strict) as k:
+def stage(variant: str, *, strict: bool = False, name: str | None = None, allow=()):
+    """A K loop of bf16 mma_async with one group in flight (wait_group 1), and the mistake `variant` inside it
+    (`allow`: verifier rules whose findings the loop keeps quiet, for a file `ptxdsl check` reads)."""
+    with px.kernel(name or f"k_{variant}", verify=False, reqntid=128, strict=strict) as k, k.allow(*allow):
         acc = tuple(k.mov(0.0, px.f32) for _ in range(32))
         a = tuple(k.mov(0, px.b32) for _ in range(4))
         da, db = k.param("a", px.u64), k.param("b", px.u64)
@@ -150,17 +151,23 @@ def test_compile_logs_the_notes_and_refuses_them_for_a_strict_kernel(caplog):
         prepare(px.emit(stage("read_acc", strict=True, name="c2")), "sm_90a", driver=driver)
 
 
-CHECKED = f"""\
-import sys
-sys.path.insert(0, {str(HERE.parent)!r})
-from test_ptxas_notes import stage
-KERNEL = stage("write_a", name="checked")
-"""
+def checked(allow=()) -> str:
+    """A file for `ptxdsl check` holding the write_a stage (its verifier findings in `allow` kept quiet)."""
+    return (f"import sys\nsys.path.insert(0, {str(HERE.parent)!r})\nfrom test_ptxas_notes import stage\n"
+            f"KERNEL = stage('write_a', name='checked', allow={tuple(allow)!r})\n")
+
+
+def test_the_verifier_names_the_mistake_before_ptxas_serialises(tmp_path, capsys):
+    f = tmp_path / "serial.py"
+    f.write_text(checked())
+    assert main(["check", str(f)]) == 1
+    out = capsys.readouterr().out
+    assert f"{HERE.name}:{marked('C7513')}: wgmma-pending:" in out
 
 
 def test_ptxdsl_check_prints_the_notes_and_strict_fails(tmp_path, capsys):
     f = tmp_path / "serial.py"
-    f.write_text(CHECKED)
+    f.write_text(checked(("wgmma-fence", "wgmma-pending")))
     assert main(["check", str(f)]) == 0
     out = capsys.readouterr().out
     assert f"{HERE.name}:{marked('C7513')}: ptxas-C7513: warning: kernel 'checked'" in out
