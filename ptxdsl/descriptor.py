@@ -398,6 +398,18 @@ def tensormap_mismatches(layout: MatrixLayout, spec: TensorMapSpec, boxes: int =
     rows, name = (layout.rows, "rows") if layout.major == "K" else (layout.k, "k")
     if spec.box[1] != rows:
         out.append(f"box rows: box[1] = {spec.box[1]}, the layout's {name} = {rows}")
+    if not out and spec.swizzle != "none":
+        # the same tile: the strides must be the ones the boxes are written with (LBO only where the hardware
+        # reads it: a K-major swizzled tile's K steps never leave their atom column)
+        want = MatrixLayout(layout.dtype, layout.rows, layout.k, layout.swizzle, layout.major)
+        if layout.sbo != want.sbo:
+            out.append(f"SBO: the layout's is {layout.sbo} bytes; the tensor map writes its 8-row groups "
+                       f"{want.sbo} bytes apart" if layout.major == "K" else
+                       f"SBO: the layout's is {layout.sbo} bytes; the tensor map writes its groups of 8 K "
+                       f"{want.sbo} bytes apart")
+        if layout.major == "MN" and layout.lbo != want.lbo:
+            out.append(f"LBO: the layout's is {layout.lbo} bytes; the tensor map writes its swizzle-span columns "
+                       f"of M/N {want.lbo} bytes apart")
     return out
 
 

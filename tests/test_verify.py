@@ -226,6 +226,27 @@ def group_pending_bad(k, wait_first=False):
         k.cp_async_bulk_wait_group_read(0)
 
 
+def store_after_writes(k, sync=True):
+    """Every thread writes its slot of a tile (after a TMA load it waits for), then thread 64 stores the tile with
+    TMA: the others' writes reach the store only through a bar.sync after their fence.proxy.async."""
+    src, dst = k.param_tensormap("src", SPEC), k.param_tensormap("dst", SPEC)
+    tile, out = k.shared("tile", BOX, align=128), k.shared("out", BOX, align=128)
+    bar = k.mbarrier("bar")
+    tid = k.tid_x()
+    t0 = k.setp("eq", tid, 0)
+    init(k, bar, t0)
+    load(k, src, tile, bar, t0)
+    k.mbarrier_wait(bar, parity=0)
+    k.st(px.u32, each_thread(k, out, tid), tid, space="shared::cta")
+    k.fence_proxy_async("shared::cta")
+    if sync:
+        k.bar_sync(0)
+    with k.if_(k.setp("eq", tid, 64)):
+        k.cp_async_bulk_tensor(dst, out, (0, 0))  # STORE
+        k.cp_async_bulk_commit_group()
+        k.cp_async_bulk_wait_group_read(0)
+
+
 def group_exit_bad(k, wait=False):
     dst = k.param_tensormap("dst", SPEC)
     tile = k.shared("tile", BOX, align=128)
@@ -539,11 +560,11 @@ WG_SPEC = px.TensorMapSpec.tiled_for((256, 256), "bf16", (64, 64), swizzle="128B
 WG_LAYOUT = MatrixLayout.for_tensormap(WG_SPEC)                                      # K-major, 128B, 64 rows
 
 
-def wgmma_tiles(k, b_layout=WG_LAYOUT):
+def wgmma_tiles(k, b_layout=WG_LAYOUT, b_bytes=8192):
     """Thread 0 loads an A and a B tile (64x64 bf16, 128B swizzle) with TMA; every thread waits for them. Returns
-    the descriptors of both tiles and a 64x64 f32 accumulator."""
+    the descriptors of both tiles and a 64x64 f32 accumulator. `b_bytes`: the size of B's buffer."""
     a_map, b_map = k.param_tensormap("a", WG_SPEC), k.param_tensormap("b", WG_SPEC)
-    ta, tb = k.shared("ta", 8192, align=1024), k.shared("tb", 8192, align=1024)
+    ta, tb = k.shared("ta", 8192, align=1024), k.shared("tb", b_bytes, align=1024)
     bar = k.mbarrier("bar")
     t0 = k.setp("eq", k.tid_x(), 0)
     init(k, bar, t0)
@@ -578,11 +599,22 @@ def wgmma_tile(k, fence="first", zero_after_fence=False, wait=True, touch_early=
     wgmma_out(k, acc)
 
 
-def wgmma_mapped(k, b_layout=WG_LAYOUT):
-    """B's descriptor built from `b_layout` (the map wrote B with a 128B swizzle)."""
-    da, db, acc = wgmma_tiles(k, b_layout)
+def wgmma_mapped(k, b_layout=WG_LAYOUT, b_bytes=8192):
+    """B's descriptor built from `b_layout` (the map wrote B with a 128B swizzle) in a buffer of `b_bytes`."""
+    da, db, acc = wgmma_tiles(k, b_layout, b_bytes)
     k.wgmma_fence()
     k.wgmma_mma_async(acc, da, db, scale_d=0)  # MMA
+    k.wgmma_commit_group()
+    k.wgmma_wait_group(0)
+    wgmma_out(k, acc)
+
+
+def wgmma_b_moved(k, b_start=32):
+    """B's descriptor moved `b_start` bytes into its 128B-swizzled tile: 32 is K step 1, 1024 row 8 (its second
+    8-row group); 16 is half a K step, 128 the tile's row 1, where no K step starts."""
+    da, db, acc = wgmma_tiles(k)
+    k.wgmma_fence()
+    k.wgmma_mma_async(acc, da, db.advance(b_start), scale_d=0)  # MMA
     k.wgmma_commit_group()
     k.wgmma_wait_group(0)
     wgmma_out(k, acc)
@@ -730,6 +762,12 @@ CASES = [
      {"reqntid": 256}),
     ("wgmma-descriptor-map", variant(wgmma_mapped, "# MMA", b_layout=MatrixLayout("bf16", 64, 64, "64B")),
      wgmma_mapped, {}, {}),
+    ("wgmma-descriptor-map", variant(wgmma_mapped, "# MMA", b_layout=MatrixLayout("bf16", 64, 64, sbo=2048),
+                                     b_bytes=16384), lambda k: wgmma_mapped(k, b_bytes=16384), {}, {}),
+    ("wgmma-descriptor-map", variant(wgmma_b_moved, "# MMA", b_start=16), wgmma_b_moved, {}, {}),
+    ("wgmma-descriptor-map", variant(wgmma_b_moved, "# MMA", b_start=128), lambda k: wgmma_b_moved(k, 1024), {},
+     {}),
+    ("bulk-group-pending", variant(store_after_writes, "# STORE", sync=False), store_after_writes, {}, {}),
 ]
 
 

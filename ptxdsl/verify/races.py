@@ -104,9 +104,25 @@ class Races:
             return
         lo = x.off + (e.src.offset if isinstance(e.src, Addr) else 0)
         read = [x.alloc, lo, lo + room, PENDING, s, False]
+        self._against_writes(th, s, x.alloc, lo, lo + room)
         th.reads.append(read)
         th.asyncg = th.asyncg.add("bulk", READ, read)
         self._against_loads(th, s, x.alloc, lo, lo + room, False)
+
+    def _against_writes(self, th, s, alloc, lo, hi):
+        """A TMA store or bulk copy reading [lo, hi) that other threads wrote with stores this thread has not seen
+        (no bar.sync, or arrive -> wait, after them): it may read the bytes before they are written."""
+        for g in self.classes:
+            if g is th or g.state == "split":
+                continue
+            for r in g.reads:
+                if type(r) is tuple and r[5] and r[0] is alloc and r[1] < hi and lo < r[2] \
+                        and th.vc.get(g.id, -1) < r[3]:
+                    self._report("bulk-group-pending", f"this TMA store reads {alloc.name}[{lo}:{hi}], which "
+                                 f"{describe(g.tids)} write at line {_line(r[4])} with nothing ordering those writes "
+                                 f"before it: it may read the bytes before they land; put bar.sync (after the "
+                                 f"writers' fence.proxy.async) between the writes and the store", s, r[4])
+                    return
 
     def mma_read(self, th, s, e):
         """wgmma.mma_async reads its operand tiles through its descriptors until a wgmma.wait_group retires its

@@ -77,7 +77,8 @@ RULES: dict[str, Rule] = {r.name: r for r in (
          "no fence.proxy.async.global in between", "acquire-async-fence"),
     Rule("tma-load-race", "ordinary loads/stores touch a buffer while a TMA load into it may be in flight",
          "tma-load-race", also=RUN),
-    Rule("bulk-group-pending", "a shared buffer is overwritten while a bulk group reading it is pending",
+    Rule("bulk-group-pending", "a shared buffer is overwritten while a bulk group reading it is pending (or a TMA "
+         "store reads what other threads wrote with no barrier since)",
          "bulk-group-pending", also=RUN),
     Rule("bulk-group-exit", "the kernel exits while bulk groups reading shared memory are pending",
          "bulk-group-exit"),
@@ -99,8 +100,8 @@ RULES: dict[str, Rule] = {r.name: r for r in (
          "refilled before a wgmma.wait_group retires the MMAs reading it", "wgmma-stage-release", engine=RUN),
     Rule("wgmma-warpgroup-divergent", "a warpgroup-collective instruction (wgmma.*, setmaxnreg) in code that is not "
          "warpgroup-uniform, or in a block that is not whole warpgroups", "wgmma-warpgroup-divergent"),
-    Rule("wgmma-descriptor-map", "a matrix descriptor's swizzle, major-ness or element type disagrees with the tensor "
-         "map that fills its buffer", "wgmma-descriptor-map"),
+    Rule("wgmma-descriptor-map", "a matrix descriptor's swizzle, major-ness, element type, strides or start "
+         "disagrees with the tensor map that fills its buffer", "wgmma-descriptor-map"),
     Rule("setmaxnreg-budget", "a setmaxnreg.dec that raises or .inc that lowers the register count, or warpgroups "
          "whose counts do not fit the register file for the kernel's block", "setmaxnreg-budget"),
     Rule("tma-smem-align", "a TMA shared-memory box not aligned to 128 bytes or to its swizzle pattern",

@@ -201,6 +201,22 @@ def _mismatches(layout, spec, boxes) -> tuple:
     return wrong
 
 
+def _start(layout, off):
+    """How a K-major swizzled descriptor's start misses the K steps of the tile TMA wrote (None: it does not, or
+    it cannot be told): each starts at a multiple of 32 bytes in the first row of a swizzle pattern (a tile
+    placed on a pattern boundary: base_offset 0), as advance_k(j) and at_row(8 i) place it."""
+    from ..descriptor import K_STEP_BYTES
+
+    if off is None or layout.major != "K" or layout.swizzle == "none" or layout.base_offset:
+        return None
+    rel = off % layout.repeat
+    if rel < layout.width and rel % K_STEP_BYTES == 0:
+        return None
+    return (f"start: the descriptor starts {rel} bytes into a {layout.repeat}-byte swizzle pattern of the tile, "
+            f"where no K step starts (each starts at a multiple of {K_STEP_BYTES} bytes in the pattern's first "
+            f"{layout.width}-byte row)")
+
+
 def _against_maps(cx, s, d):
     """wgmma-descriptor-map: the descriptor's layout against the maps whose loads fill its tile. With several
     candidates (loads the walk cannot place), it is reported only when none agrees."""
@@ -219,12 +235,15 @@ def _against_maps(cx, s, d):
     if not cands:
         return
     found = [(_mismatches(lay, spec, _boxes(lay, spec)), spec, load) for spec, load in cands]
-    if any(not m for m, _, _ in found):
+    start = _start(lay, off)
+    if any(not m for m, _, _ in found) and start is None:
         return
-    wrong, spec, load = found[0]
+    wrong, spec, load = next(((m, sp, ld) for m, sp, ld in found if not m), found[0])
+    fix = ("build the layout from the map (MatrixLayout.for_tensormap(spec)) so that both agree" if wrong else
+           "step the descriptor with advance_k(j) or at_row(row)")
+    wrong = tuple(wrong) + ((start,) if start else ())
     cx.report("wgmma-descriptor-map", f"the matrix descriptor of {buf.name} read here does not describe what the "
-              f"TMA load at {line(load)} writes there: {'; '.join(wrong)}; build the layout from the map "
-              f"(MatrixLayout.for_tensormap(spec)) so that both agree", s, load)
+              f"TMA load at {line(load)} writes there: {'; '.join(wrong)}; {fix}", s, load)
 
 
 # ----------------------------------------------------------------------------------- setmaxnreg
