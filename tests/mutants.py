@@ -6,13 +6,14 @@ unmutated kernel's, bit for bit).
     python tests/mutants.py cpu [--json FILE]
         every mutant, classified on the CPU: `rejected: RULE` (built), `launch: RULE` (check_launch) or `accepted`
     python tests/mutants.py gpu --sample 160 --jobs 4 --out DIR [--seed 0] [--budget 210] [--sanitizer-budget 240]
-        a stratified sample run on the GPU (a CUDA device needed); writes DIR/mutants.json: for each mutant
-        ptxdsl's verdict and the GPU's (correct, wrong data, trap, hang caught by the watchdog, launch error,
-        context error, timeout), then the summary below; exits 1 when a protocol bug was accepted. Each mutant
-        that ran correctly runs again under compute-sanitizer racecheck and synccheck, the device's own race and
-        barrier checkers (beside each family's unmutated kernel, which must be clean under the same tool): a
-        hazard, a synccheck error, or a hang or dead context that the slower serialised run exposes shows the
-        mutant broken although its plain run came out right (`broken_by_sanitizer`)
+            [--families NAME ...]
+        a stratified sample (of the named kernels' mutants only, with --families) run on the GPU (a CUDA device
+        needed); writes DIR/mutants.json: for each mutant ptxdsl's verdict and the GPU's (correct, wrong data, trap,
+        hang caught by the watchdog, launch error, context error, timeout), then the summary below; exits 1 when a
+        protocol bug was accepted. Each mutant that ran correctly runs again under compute-sanitizer racecheck and
+        synccheck, the device's own race and barrier checkers (beside each family's unmutated kernel, which must be
+        clean under the same tool): a hazard, a synccheck error, or a hang or dead context that the slower
+        serialised run exposes shows the mutant broken although its plain run came out right (`broken_by_sanitizer`)
     python tests/mutants.py sanitize ID... [--jobs 4] [--budget 400]
         the sanitizer pass alone, on the mutants named (as a gpu run's JSON names them): each under racecheck and
         synccheck beside its family's unmutated kernel; prints each outcome and `broken_by_sanitizer`
@@ -24,8 +25,10 @@ the tensor-map fences and cp_fenceproxy), change an expect_tx byte count (+16, -
 parity (an immediate, or the first value of a parity register), drop a wait, shift a bound of a loop that holds
 barrier or TMA operations by one, change an mbarrier.init count (+1, -1, to 1), drop a bar.sync / cluster wait,
 and turn a TMA box's innermost coordinate into one that depends on a parameter (`x + off`, launched with off = 0,
-1 or 4 elements). Mutants are made on the kernel IR (a deep copy), so the same mutation applies to the debug
-build of the kernel the GPU runs.
+1 or 4 elements). The tensor-core kernels (wgmma_tile, wgmma_ws) have their own operators (wg_*: drop or repeat
+wgmma.fence, drop the commit, drop, move or loosen the wait_group, rewrite a descriptor's layout or advance, put an
+mma_async under a lane or warp branch, change a setmaxnreg count; see the comment above _mmas). Mutants are made
+on the kernel IR (a deep copy), so the same mutation applies to the debug build of the kernel the GPU runs.
 
 The GPU summary sorts the two disagreements between ptxdsl and the GPU:
 
@@ -36,7 +39,8 @@ The GPU summary sorts the two disagreements between ptxdsl and the GPU:
   phase still balances moves other tiles: a different kernel, which no protocol check can tell from the intended
   one (`ring_copy/loop_bound/0-start1` skips tile 0 and copies tile t + 1 into row t). So is an accepted
   coord_param mutant whose box moves by whole 16-byte units (an f32 map's coordinate 4 elements off): a legal
-  box over other elements.
+  box over other elements. And a wg_desc mutant whose last K step reads the step before (`-krepeat`): each
+  descriptor still starts on a K step of the tile TMA wrote, so the product is of other elements, legally read.
 - correct on the GPU but rejected (`correct_on_gpu_but_rejected`, every one of them), split in two:
   `memory_model_violations_not_observed`, where the PTX memory model does not order what the kernel needs (one
   run on one device shows that the H200 happened not to reorder it, not that it cannot), and `false_positives`,
@@ -49,6 +53,12 @@ The GPU summary sorts the two disagreements between ptxdsl and the GPU:
                  multicast complete_tx): they may use the barrier's memory before it is initialised
     drop_wait    a TMA write and the generic reads of the same buffer are unordered (a refill before the readers
                  have released the slot, or reads before the load's phase completes): a data race
+    wg_fence     without wgmma.fence the mma_async's reads of the accumulators are not ordered after the
+                 warpgroup's earlier accesses to those registers
+    wg_commit    the mma_async are in no group: wgmma.wait_group does not wait for them, and the accumulators are
+                 read while the tensor core may still write them
+    wg_wait      the accumulators are read before a wgmma.wait_group retires the group that writes them
+    wg_setmaxnreg  a .dec that raises or an .inc that lowers the count is undefined in the PTX ISA
     loop_bound   a load no thread waits for: reads race it, or the CTA exits while it still writes its shared
                  memory; a refill issued before the slot's readers have arrived
     flip_parity  the wait names a phase that has already completed: it returns before the data lands (a race)
@@ -67,6 +77,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import importlib
 import json
 import os
@@ -89,12 +100,13 @@ import numpy as np  # noqa: E402
 
 import ptxdsl as px  # noqa: E402
 from ptxdsl import sreg  # noqa: E402
+from ptxdsl.fragment import Accumulator  # noqa: E402
 from ptxdsl.ir import If, Imm, Instr, Loop, Param, Reg, WaitLoop, walk  # noqa: E402
 from ptxdsl.isa import core  # noqa: E402
-from ptxdsl.isa.effects import (AsyncRead, AsyncWrite, Barrier, ExpectTx, Init, ProxyFence, TmapPublish,  # noqa: E402
-                                TmapRead, Wait)
+from ptxdsl.isa.effects import (AsyncRead, AsyncWrite, Barrier, CommitGroup, ExpectTx, Init, MmaAsync,  # noqa: E402
+                                ProxyFence, SetMaxNReg, TmapPublish, TmapRead, Wait, WaitGroup, WgmmaFence)
 from ptxdsl.ir import SINK  # noqa: E402
-from ptxdsl.types import ALL_TYPES, u32  # noqa: E402
+from ptxdsl.types import ALL_TYPES, pred, u32  # noqa: E402
 from ptxdsl.verify import check, check_launch  # noqa: E402
 
 TIMEOUT_S = float(os.environ.get("PTXDSL_MUTANTS_TIMEOUT", 30))    # a worker silent this long is hung
@@ -204,6 +216,60 @@ def _copy_out(k, buf, tid, t, x, out, pitch, threads):
         k.st(px.b32, k.add(out, k.cvt(px.u64, gbyte)), vals)
 
 
+WS_K, WS_TN = 64, 64            # wgmma_ws: one 64 x 64 tile of C per CTA, the whole K (64) in one tile
+WS_A = px.TensorMapSpec.tiled_for((256, WS_K), "bf16", (64, WS_K), swizzle="128B")
+WS_B = px.TensorMapSpec.tiled_for((512, WS_K), "bf16", (WS_TN, WS_K), swizzle="128B")
+WS_C = px.TensorMapSpec.tiled_for((256, 512), "bf16", (64, WS_TN))
+WS_DEC, WS_INC = 40, 216        # 256 threads, 2 CTAs per SM: 128 registers each at entry, a pool of 32,768 per CTA
+
+
+def wgmma_ws(debug=False):
+    """A warp-specialized tensor-core tile: warpgroup 0 gives registers back (setmaxnreg.dec 40) and thread 0 loads
+    A and B with TMA; warpgroup 1 takes them (setmaxnreg.inc 216: 128 x 40 + 128 x 216 = 32,768, the pool of a
+    256-thread block at 2 CTAs per SM), waits on the mbarrier, multiplies with four mma_async, stores C through
+    stmatrix and thread 128 writes it back with a TMA store (a named barrier over the 128 consumer threads)."""
+    a_lay, b_lay = px.MatrixLayout.for_tensormap(WS_A), px.MatrixLayout.for_tensormap(WS_B)
+    with px.kernel("wgmma_ws", reqntid=256, minnctapersm=2, debug=debug) as k:
+        a_map, b_map = k.param_tensormap("a", WS_A), k.param_tensormap("b", WS_B)
+        c_map = k.param_tensormap("c", WS_C)
+        a_tile = k.shared("a_tile", a_lay.nbytes, align=1024)
+        b_tile = k.shared("b_tile", b_lay.nbytes, align=1024)
+        c_tile = k.shared("c_tile", 64 * WS_TN * 2, align=128)
+        full = k.mbarrier("full")
+        n0 = k.mul(k.mov(sreg.ctaid_x), WS_TN)
+        m0 = k.mul(k.mov(sreg.ctaid_y), 64)
+        tid = k.tid_x()
+        with k.if_(k.setp("eq", tid, 0)):
+            k.mbarrier_init(full, 1)
+            k.fence_mbarrier_init()
+        k.bar_sync(0)
+        with k.if_(k.setp("eq", k.shr(tid, 7), 0)):
+            k.setmaxnreg_dec(WS_DEC)
+            with k.if_(k.setp("eq", tid, 0)):
+                k.mbarrier_arrive_expect_tx(full, WS_A.box_bytes + WS_B.box_bytes, sem="release", scope="cta")
+                k.cp_async_bulk_tensor(a_tile, a_map, (0, m0), mbar=full)
+                k.cp_async_bulk_tensor(b_tile, b_map, (0, n0), mbar=full)
+        with k.else_():
+            k.setmaxnreg_inc(WS_INC)
+            k.mbarrier_wait(full, parity=0, sem="acquire", scope="cta")
+            a = k.matrix_descriptor(a_tile, a_lay)
+            b = k.matrix_descriptor(b_tile, b_lay)
+            acc = Accumulator(k, WS_TN)
+            k.wgmma_fence()
+            for j in range(a_lay.k_steps):
+                k.wgmma_mma_async(acc, a.advance_k(j), b.advance_k(j), scale_d=0 if j == 0 else 1)
+            k.wgmma_commit_group()
+            k.wgmma_wait_group(0)
+            acc.store(k, c_tile, WS_TN * 2, dtype="bf16")
+            k.fence_proxy_async("shared::cta")
+            k.bar_sync(1, 128)
+            with k.if_(k.setp("eq", tid, 128)):
+                k.cp_async_bulk_tensor(c_map, c_tile, (n0, m0))
+                k.cp_async_bulk_commit_group()
+                k.cp_async_bulk_wait_group_read(0)
+    return k.kernel
+
+
 # --------------------------------------------------------------------------------------------- families
 
 @dataclass
@@ -253,8 +319,8 @@ def _pipe(module, **kw):
     return build
 
 
-def _map(a, box):
-    return px.TensorMapSpec.from_array(a, box)
+def _map(a, box, swizzle="none"):
+    return px.TensorMapSpec.from_array(a, box, swizzle=swizzle)
 
 
 def _swizzled(a):
@@ -380,6 +446,18 @@ FAMILIES = {f.name: f for f in [
            (("x", (VL_ROWS, 256), "random"), ("out", (VL_ROWS, 256), "pattern"),
             ("slots", (len(VL_SIZES), 128), "zeros8"), ("flags", (4 * len(VL_SIZES),), "zeros8")),
            lambda a: _varlen_args(a, tensor_maps=True), "out", VL_GRID, block=160),
+    # The tensor cores: wgmma_tile (one warpgroup: TMA loads of A and B into 128B-swizzled tiles, four mma_async,
+    # stmatrix, a TMA store of C) on a 2 x 2 corner of its 4 x 4 grid of C tiles (the rest of C keeps its pattern:
+    # an interpreter run of the whole grid costs 4 times more), and wgmma_ws (a producer warpgroup that lowers its
+    # registers, a consumer that raises them) on 2 x 2 of its 64 x 64 tiles.
+    Family("wgmma_tile", _example("wgmma_tile"),
+           (("a", (256, 64), "random"), ("b", (512, 64), "random"), ("c", (256, 512), "pattern")),
+           lambda a: (_map(a["a"], (64, 64), "128B"), _map(a["b"], (128, 64), "128B"), _map(a["c"], (64, 128))),
+           "c", (2, 2)),
+    Family("wgmma_ws", wgmma_ws,
+           (("a", (256, WS_K), "random"), ("b", (512, WS_K), "random"), ("c", (256, 512), "pattern")),
+           lambda a: (_map(a["a"], (64, WS_K), "128B"), _map(a["b"], (WS_TN, WS_K), "128B"),
+                      _map(a["c"], (64, WS_TN))), "c", (2, 2), block=256),
 ]}
 
 
@@ -502,10 +580,154 @@ def _sites_of(kernel, operator) -> list:
             found.append((lst, i, s, [None]))
         elif operator == "coord_param" and _tma(s):
             found.append((lst, i, s, [0, 1, 4]))
+        elif operator == "wg_fence" and _has(s, WgmmaFence):
+            found.append((lst, i, s, ["drop", "twice"]))
+        elif operator == "wg_commit" and any(isinstance(e, CommitGroup) and e.queue == "wgmma" for e in _effects(s)):
+            found.append((lst, i, s, ["drop"]))
+        elif operator == "wg_wait" and any(isinstance(e, WaitGroup) and e.queue == "wgmma" for e in _effects(s)):
+            found.append((lst, i, s, ["drop", "after_use", "n1"]))
+        elif operator == "wg_desc":
+            for name, first in _wg_buffers(kernel):         # a site per descriptor buffer: A's, then B's
+                if s is first:
+                    found.append((lst, i, s, _wg_desc_variants(kernel, name)))
+        elif operator == "wg_diverge" and _has(s, MmaAsync):
+            found.append((lst, i, s, ["lane", "warp"]))
+        elif operator == "wg_setmaxnreg" and _has(s, SetMaxNReg):
+            from ptxdsl.verify.wgmma import entry_registers
+
+            n, entry = int(s.op.n), entry_registers(kernel)
+            found.append((lst, i, s, [entry + 8, 24] if not s.op.inc else [n + 8, entry - 8, n - 8]))
     return found
 
 
-OPERATORS = ("drop_fence", "tx", "flip_parity", "drop_wait", "loop_bound", "init_count", "drop_sync", "coord_param")
+# ------------------------------------------------------------------------------------- tensor-core operators
+#
+# wg_fence      drop a wgmma.fence, or run it twice (a control: a redundant fence)
+# wg_commit     drop the wgmma.commit_group
+# wg_wait       drop the wgmma.wait_group, move it after the last use of the accumulators (the stmatrix store), or
+#               wait_group 1 in place of 0 (the one group is left in flight)
+# wg_desc       a descriptor's tile (every mma_async that reads one buffer), rewritten as a kernel built with that
+#               layout or that advance would emit it (the template, the start and the K-step adds, and the descriptor
+#               value the verifier reads): the swizzle swapped against the map's (64B, 32B or none on a 128B map),
+#               SBO doubled (a tile that reaches past its buffer: k.matrix_descriptor would refuse it, the IR
+#               takes it), LBO doubled (a control: K-major swizzled tiles do not use it), the start 16 bytes on,
+#               each K step advanced twice as far, the last K step reading the one before (functional: another
+#               whole K step of the tile)
+# wg_diverge    an mma_async under a branch on the lane ((tid & 31) < 16) or the warp ((tid & 127) < 64)
+# wg_setmaxnreg a .dec above the count at entry, or down to 24 (a control); an .inc 8 higher (past the pool, which
+#               wgmma_ws's counts fill exactly), below the count at entry, or 8 lower (a control)
+
+def _mmas(kernel) -> list:
+    return [s for _, _, s in _sites(kernel.body) if isinstance(s, Instr) and _has(s, MmaAsync)]
+
+
+def _wg_buffers(kernel) -> list:
+    """(buffer name, the first mma_async reading it) of each shared buffer a descriptor value names, in order."""
+    found = {}
+    for s in _mmas(kernel):
+        for d in (s.op.a, s.op.b):
+            buf = getattr(d, "buffer", None)
+            if buf is not None and getattr(d, "layout", None) is not None:
+                found.setdefault(buf.name, s)
+    return list(found.items())
+
+
+WG_SWIZZLES = ("128B", "64B", "32B", "none")
+
+
+def _wg_desc_variants(kernel, name) -> list:
+    first = dict(_wg_buffers(kernel))[name]
+    lay = next(d.layout for d in (first.op.a, first.op.b) if getattr(getattr(d, "buffer", None), "name", 0) == name)
+    out = []
+    for sw in WG_SWIZZLES:
+        if sw != lay.swizzle and _relaid(lay, ("swizzle", sw)) is not None:
+            out.append(("swizzle", sw))
+    for v in [("sbo", 2), ("lbo", 2), ("start", 16), ("kstep", 2), ("krepeat",)]:
+        if _relaid(lay, v) is not None:
+            out.append(v)
+    return out
+
+
+def _relaid(lay, v):
+    """The layout a wg_desc variant's kernel would be built with (None: no such layout)."""
+    from ptxdsl.descriptor import MatrixLayout
+
+    kw = {"lbo": lay.lbo_given, "sbo": lay.sbo_given, "base_offset": lay.base_offset}
+    try:
+        if v[0] == "swizzle":
+            return MatrixLayout(lay.dtype, lay.rows, lay.k, v[1], lay.major, base_offset=lay.base_offset)
+        if v[0] in ("sbo", "lbo"):
+            return MatrixLayout(lay.dtype, lay.rows, lay.k, lay.swizzle, lay.major,
+                                **{**kw, v[0]: v[1] * getattr(lay, v[0])})
+    except px.PtxdslError:
+        return None
+    return lay if lay.k_steps > 1 else None
+
+
+def _rewrite_descs(k, name, v):
+    """Every descriptor of buffer `name`: its template or start (the base add), its K-step adds, and the value
+    the mma_async keeps, as the kernel built with the variant's layout or advance would have them."""
+    from ptxdsl.descriptor import MatrixDescriptor
+
+    defs = {r: s for _, _, s in _sites(k.body) if isinstance(s, Instr) for r in s.op.defs()}
+    uses = [(s, f) for s in _mmas(k) for f in ("a", "b")
+            if getattr(getattr(getattr(s.op, f), "buffer", None), "name", None) == name]
+    lay = getattr(uses[0][0].op, uses[0][1]).layout
+    new = _relaid(lay, v)
+    steps = [lay.k_offset(j) for j in range(lay.k_steps)]
+    base = min(getattr(s.op, f).offset for s, f in uses)
+    shift = 16 if v[0] == "start" else 0
+
+    def step(j):
+        if v[0] == "kstep":
+            return v[1] * steps[j]
+        if v[0] == "krepeat" and j == len(steps) - 1:
+            return steps[j - 1]
+        return new.k_offset(j)
+    done = set()
+    for s, f in uses:
+        d = getattr(s.op, f)
+        j = steps.index(d.offset - base)
+        add = defs[d.reg]
+        if id(add) not in done:
+            done.add(id(add))
+            op = copy.copy(add.op)
+            value = new.template + ((base + shift) >> 4) if j == 0 else step(j) >> 4
+            op.b = Imm(value, op.b.type)
+            add.op = op
+        op = copy.copy(s.op)
+        setattr(op, f, MatrixDescriptor(d._k, d.reg, d.buffer, new, base + shift + (step(j) if j else 0)))
+        s.op = op
+
+
+def _diverge(k, lst, i, s, v):
+    """The mma_async at lst[i] under `if (tid & mask) < bound` (lane: 31, 16; warp: 127, 64)."""
+    from ptxdsl.types import b32
+
+    mask, bound = (31, 16) if v == "lane" else (127, 64)
+    tid, low, p = k.new_reg(u32), k.new_reg(u32), k.new_reg(pred)
+    lst[i:i + 1] = [Instr(core.Mov(type=u32, d=tid, src=sreg.tid_x), None, s.loc),
+                    Instr(core.And(type=b32, d=low, a=tid, b=Imm(mask, b32)), None, s.loc),
+                    Instr(core.Setp(cmp="lt", type=u32, p=p, a=low, b=Imm(bound, u32)), None, s.loc),
+                    If(p, [s], None, s.loc)]
+
+
+def _accumulator_uses(lst, i) -> int:
+    """The index in `lst` of the last statement after `i` that reads a register of the kernel's accumulators."""
+    regs = set()
+    for e in (e for x in lst for e in _effects(x) if isinstance(e, MmaAsync)):
+        regs |= set(getattr(e.acc, "regs", e.acc) or ())
+    last = i
+    for j in range(i + 1, len(lst)):
+        x = lst[j]
+        if isinstance(x, Instr) and regs & set(x.op.uses()):
+            last = j
+    return last
+
+
+OPERATORS = ("drop_fence", "tx", "flip_parity", "drop_wait", "loop_bound", "init_count", "drop_sync", "coord_param",
+             "wg_fence", "wg_commit", "wg_wait", "wg_desc", "wg_diverge", "wg_setmaxnreg")
+WG_OPERATORS = tuple(op for op in OPERATORS if op.startswith("wg_"))    # only tensor-core kernels have their sites
 
 
 @dataclass(frozen=True)
@@ -536,7 +758,8 @@ def mutants(families=None) -> list:
                 line = s.loc.line if getattr(s, "loc", None) is not None else None
                 name = type(s.op).__name__ if isinstance(s, (Instr, WaitLoop)) else "loop"
                 base = {"init_count": lambda: int(s.op.count.value), "tx": lambda: int(s.op.tx.value),
-                        "coord_param": lambda: _elem_bytes(s)}.get(operator, lambda: None)()
+                        "coord_param": lambda: _elem_bytes(s), "wg_setmaxnreg": lambda: int(s.op.n)}.get(
+                    operator, lambda: None)()
                 for v in variants:
                     vid = "" if v is None else "-" + ("".join(map(str, v)) if isinstance(v, tuple) else str(v))
                     out.append(Mutant(f"{fam}/{operator}/{n}{vid}", fam, operator, n, v, line,
@@ -587,6 +810,31 @@ def mutate(m: Mutant, debug: bool = False):
         s.op = op
     elif m.operator == "coord_param":
         _coordinate_plus_param(k, lst, i, s)
+    elif m.operator == "wg_fence":
+        if v == "drop":
+            del lst[i]
+        else:
+            lst.insert(i + 1, copy.copy(s))
+    elif m.operator == "wg_commit":
+        del lst[i]
+    elif m.operator == "wg_wait":
+        if v == "n1":
+            op = copy.copy(s.op)
+            op.n = 1
+            s.op = op
+        else:
+            last = _accumulator_uses(lst, i)
+            del lst[i]
+            if v == "after_use":
+                lst.insert(last, s)
+    elif m.operator == "wg_desc":
+        _rewrite_descs(k, _wg_buffers(k)[m.site][0], v)
+    elif m.operator == "wg_diverge":
+        _diverge(k, lst, i, s, v)
+    elif m.operator == "wg_setmaxnreg":
+        op = copy.copy(s.op)
+        op.n = v
+        s.op = op
     return k
 
 
@@ -987,12 +1235,13 @@ def sample(all_mutants, n, seed) -> list:
     return out
 
 
-def gpu_campaign(n, jobs, out_dir, seed=0, budget=float("inf"), sanitizer_budget=240.0) -> dict:
-    """Run a sample of `n` mutants on the GPU in `jobs` worker streams; no new worker starts after `budget`
-    seconds (its mutants are `not run`). Then each mutant that ran correctly runs again under compute-sanitizer
-    racecheck and synccheck (when it is installed), for at most `sanitizer_budget` seconds (0: not at all)."""
+def gpu_campaign(n, jobs, out_dir, seed=0, budget=float("inf"), sanitizer_budget=240.0, families=None) -> dict:
+    """Run a sample of `n` mutants (of the named families only, given `families`) on the GPU in `jobs` worker
+    streams; no new worker starts after `budget` seconds (its mutants are `not run`). Then each mutant that ran
+    correctly runs again under compute-sanitizer racecheck and synccheck (when it is installed), for at most
+    `sanitizer_budget` seconds (0: not at all)."""
     t0 = time.perf_counter()
-    chosen = sample(mutants(), n, seed)
+    chosen = sample(mutants(families), n, seed)
     verdicts = {m.id: classify(m) for m in chosen}
     results: dict = {}
     lock = threading.Lock()
@@ -1069,6 +1318,14 @@ MEMORY_MODEL = {
                                           "flag's release: a CTA that acquires the flag may add to the old bytes",
     ("drop_fence", "acquire-async-fence"): "the flag's acquire is not ordered before the TMA reduce (async proxy): "
                                            "it may read y before the store the flag published",
+    ("wg_fence", "wgmma-fence"): "without wgmma.fence the mma_async's reads of the accumulators are not ordered "
+                                 "after the warpgroup's earlier accesses to those registers",
+    ("wg_commit", "wgmma-pending"): "the mma_async are in no group: wgmma.wait_group does not wait for them, and "
+                                    "the accumulators are read while the tensor core may still write them",
+    ("wg_wait", "wgmma-pending"): "the accumulators are read before a wgmma.wait_group retires the group that "
+                                  "writes them",
+    ("wg_setmaxnreg", "setmaxnreg-budget"): "a .dec that raises or an .inc that lowers the count is undefined in "
+                                            "the PTX ISA",
 }
 
 
@@ -1080,19 +1337,25 @@ def memory_model_reason(operator, verdict, variant=None, base=None) -> str | Non
     if operator in ("init_count", "tx") and not (isinstance(variant, int) and isinstance(base, int)
                                                  and variant < base):
         return None
+    if operator == "wg_setmaxnreg" and "would" not in verdict.get("message", ""):
+        return None                 # counts over the pool: the .inc waits forever, a hang every run shows
     return MEMORY_MODEL.get((operator, verdict.get("rule")))
 
 
 def functional(row) -> bool:
     """An accepted mutant that computes something else with the protocol intact, not a protocol error: a loop_bound
-    mutant whose output differs by whole tiles only (misplaced or missing, none torn), or a coord_param mutant
-    whose box moves by a whole number of 16-byte units (f32 moved 4 elements: a legal box over other elements)."""
+    mutant whose output differs by whole tiles only (misplaced or missing, none torn), a coord_param mutant
+    whose box moves by a whole number of 16-byte units (f32 moved 4 elements: a legal box over other elements),
+    or a wg_desc mutant whose last K step reads the step before (a descriptor on a K step of the tile TMA wrote:
+    a legal read of other elements, which only the kernel's intent tells from a GEMM's)."""
     if row["ptxdsl"]["verdict"] != "accepted" or row["gpu"] != "wrong data":
         return False
     detail = row.get("gpu_detail") or ""
     if row["operator"] == "coord_param":
         shift = row.get("shift_bytes")
         return isinstance(shift, int) and shift > 0 and shift % 16 == 0
+    if row["operator"] == "wg_desc":
+        return row["id"].endswith("-krepeat")      # another whole K step of the tile: a legal read of other elements
     return (row["operator"] == "loop_bound" and "torn" not in detail
             and ("misplaced" in detail or "missing" in detail))
 
@@ -1180,6 +1443,7 @@ def main(argv=None) -> int:
     g.add_argument("--budget", type=float, default=210, help="seconds after which no new worker starts")
     g.add_argument("--sanitizer-budget", type=float, default=240,
                    help="seconds for the compute-sanitizer runs of the mutants that ran correctly (0: none)")
+    g.add_argument("--families", nargs="*", help="only these kernels' mutants (default: all)")
     w = sub.add_parser("worker")
     w.add_argument("ids", nargs="+")
     z = sub.add_parser("sanitize")
@@ -1202,7 +1466,11 @@ def main(argv=None) -> int:
         s = cpu_campaign(a.json, a.families or None)["summary"]
         print(json.dumps(s, indent=1))
         return 0
-    s = gpu_campaign(a.sample, a.jobs, a.out, a.seed, a.budget, a.sanitizer_budget)["summary"]
+    unknown = sorted(set(a.families or ()) - set(FAMILIES))
+    if unknown:
+        print(f"tests/mutants.py gpu: no such family: {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    s = gpu_campaign(a.sample, a.jobs, a.out, a.seed, a.budget, a.sanitizer_budget, a.families or None)["summary"]
     print(json.dumps(s, indent=1))
     return 0 if not s["broken_on_gpu_but_accepted"] and not s["unclassified"] else 1
 

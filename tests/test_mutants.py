@@ -43,6 +43,14 @@ def must_reject(m) -> bool | None:
         return None if "FenceProxyAsync" in m.what and m.family in ("tma_store_tile", "tma_reduce_tile") else True
     if m.operator == "loop_bound" and m.family.startswith("ring_copy") and m.variant[0] == "stop":
         return True
+    if m.operator in ("wg_commit", "wg_wait", "wg_diverge"):
+        return True
+    if m.operator == "wg_fence":                        # a control: the fence twice
+        return m.variant == "drop"
+    if m.operator == "wg_desc":                         # controls: LBO (unused by K-major swizzled tiles)
+        return {"lbo": False, "krepeat": None}.get(m.variant[0], True)
+    if m.operator == "wg_setmaxnreg":                   # controls: a .dec further down, an .inc 8 lower
+        return m.variant > m.base if "Dec" in m.what else m.variant != m.base - 8
     if m.operator == "loop_bound" and m.family.startswith("pipe_"):
         # the ring's init loop (a stage left uninitialised, or an mbarrier.init past the last barrier) and the
         # producer's and consumer's persistent loops, which must walk the same tiles: one that starts a tile late
@@ -100,7 +108,7 @@ def test_the_pipeline_kernels_lap_their_rings():
             assert M.PIPE_TILES in fam.args(M._host_arrays(fam)), name
             assert M.PIPE_TILES >= 8 * fam.grid[0], name
         # every operator finds sites (a kernel with no tensor map has no coordinate to make a parameter)
-        ops = set(M.OPERATORS) - ({"coord_param"} if name == "pipe_gather" else set())
+        ops = set(M.OPERATORS) - set(M.WG_OPERATORS) - ({"coord_param"} if name == "pipe_gather" else set())
         assert {m.operator for m in EVERY if m.family == name} == ops, name
 
 
@@ -132,6 +140,79 @@ def test_a_protocol_error_is_named_by_its_cause_not_its_consequences(mid, rule, 
     assert (v["verdict"], v["stage"], v["rule"]) == ("rejected", "launch", rule) and text in v["message"], v
 
 
+WG = ("wgmma_tile", "wgmma_ws")
+WG_RULES = {"wg_fence": "wgmma-fence", "wg_commit": "wgmma-pending", "wg_wait": "wgmma-pending",
+            "wg_desc": "wgmma-descriptor-map", "wg_diverge": "wgmma-warpgroup-divergent",
+            "wg_setmaxnreg": "setmaxnreg-budget"}
+
+
+def test_every_tensor_core_mutant_is_named_by_its_rule_at_its_line():
+    """All the tensor-core mutants (not a sample): each that breaks the protocol is rejected by the rule of its class
+    at the line of the mutated instruction (a dropped or moved wait_group, or a dropped commit: where the
+    accumulators are first read), the controls (a second wgmma.fence, a doubled LBO, setmaxnreg counts that still
+    fit) are accepted, and so is the K step read twice (functional). The H200's own verdicts come from
+    `tests/mutants.py gpu --families wgmma_tile wgmma_ws`."""
+    mma_line = {f: M._mmas(M.kernel_of(f, False))[0].loc.line for f in WG}
+    acc = {f: set(M._mmas(M.kernel_of(f, False))[0].op.acc) for f in WG}      # the accumulator registers
+    store_line = {f: next(s.loc.line for _, _, s in M._sites(M.kernel_of(f, False).body)      # acc.store's line
+                          if isinstance(s, M.Instr) and acc[f] & set(s.op.uses()) and not M._has(s, M.MmaAsync))
+                  for f in WG}
+    found = [m for m in EVERY if m.family in WG and m.operator in M.WG_OPERATORS]
+    assert {m.operator for m in found} == set(M.WG_OPERATORS) and len(found) >= 60
+    for m in found:
+        v = M.classify(m)
+        want = must_reject(m)
+        if want is None:
+            assert v["verdict"] == "accepted", (m.id, v)
+            continue
+        assert v["verdict"] == ("rejected" if want else "accepted"), (m.id, v)
+        if want:
+            assert (v["stage"], v["rule"]) == ("verify", WG_RULES[m.operator]), (m.id, v)
+            if m.operator in ("wg_commit", "wg_wait"):
+                assert v["line"] == store_line[m.family], (m.id, v)         # the accumulators' first reader
+            elif m.operator == "wg_fence":
+                assert v["line"] == mma_line[m.family], (m.id, v)           # the mma_async with no fence before it
+            else:
+                assert v["line"] == m.line, (m.id, v)
+
+
+def test_the_interpreter_never_shows_a_tensor_core_mutant_wrong_that_the_verifier_accepts():
+    """Every tensor-core mutant (and the families' dropped fences and barriers) run on the CPU interpreter, checks
+    at launch off: each that computes a wrong result, faults or deadlocks is rejected, but the K step read twice,
+    a legal read of other elements (`functional`); the controls compute the unmutated kernel's result."""
+    import mutants_interpret as MI
+
+    from ptxdsl.interpret import CPU
+
+    saved = M.REPEATS
+    M.REPEATS = 1
+    found = [m for m in EVERY if m.family in WG and (m.operator in M.WG_OPERATORS
+                                                     or m.operator in ("drop_fence", "drop_sync"))]
+    outcomes = {}
+    try:
+        with CPU, pytest.MonkeyPatch.context() as mp:
+            mp.setenv("PTXDSL_LAUNCH_CHECKS", "0")
+            for f in WG:                                # one CTA: every mutant here shows (or not) in each CTA
+                mp.setitem(M.FAMILIES, f, M.dataclasses.replace(M.FAMILIES[f], grid=(1, 1)))
+            refs = {f: M._run_on_gpu(M.FAMILIES[f], M.kernel_of(f, False), ())[0] for f in WG}
+            for m in found:
+                outcomes[m.id] = MI.outcome(m, refs[m.family])
+    finally:
+        M.REPEATS = saved
+    wrong = {mid for mid, (got, _) in outcomes.items() if got != "correct"}
+    assert len(wrong) >= 40, outcomes                   # the descriptors, the divergent mma_async, a torn tile
+    for m in found:
+        got, where = outcomes[m.id]
+        v = M.classify(m)
+        row = {"id": m.id, "operator": m.operator, "ptxdsl": v, "gpu": "wrong data"}
+        if m.id in wrong and not M.functional(row):
+            assert v["verdict"] == "rejected", (m.id, got, where, v)
+        if must_reject(m) is False:
+            assert got == "correct", (m.id, got, where)
+        if must_reject(m) is None:
+            assert got == "wrong data" and v["verdict"] == "accepted" and M.functional(row), (m.id, got, v)
+
+
 # ------------------------------------------------------------------------------- the GPU side's bookkeeping
 
 def run_campaign(tmp_path, monkeypatch, outcomes, n, timeout=None):
@@ -156,6 +237,16 @@ def test_the_gpu_campaign_restarts_a_worker_after_a_dead_context(tmp_path, monke
     assert all("memory_model" in r for r in rows)
     assert sorted(s["memory_model_violations_not_observed"] + s["false_positives"]) == sorted(
         s["correct_on_gpu_but_rejected"])
+
+
+def test_the_gpu_campaign_runs_the_families_named(tmp_path, monkeypatch, capsys):
+    """`gpu --families wgmma_tile wgmma_ws` samples those kernels' mutants only (the tensor-core pass on the H200);
+    a family that does not exist is refused by name before any GPU work."""
+    monkeypatch.setenv(M.FAKE, "correct,wrong data")
+    result = M.gpu_campaign(6, 2, tmp_path, seed=3, families=["wgmma_ws"])
+    assert {r["family"] for r in result["mutants"]} == {"wgmma_ws"} and len(result["mutants"]) == 6
+    assert M.main(["gpu", "--families", "wgmma_tile", "wgmma_tiles", "--out", str(tmp_path)]) == 2
+    assert "no such family: wgmma_tiles" in capsys.readouterr().err
 
 
 def test_a_silent_worker_is_a_timeout_and_the_rest_still_run(tmp_path, monkeypatch):
