@@ -22,13 +22,12 @@ from .. import log
 from ..emit import PTX, emit
 from ..errors import LaunchError, PtxdslError, SourceLoc
 from ..ir import Kernel, Module
+from ..limits import launch_dims
 from ..tensormap import TensorMapSpec
 from ..watchdog import PARAM as WATCHDOG, RECORD_BYTES
 from .device import CPU
 from .memory import tmap_bytes
 from .scheduler import Launch
-
-DIM_MAX = {"grid": (2**31 - 1, 65535, 65535), "block": (1024, 1024, 64), "cluster": (16, 16, 16)}
 
 
 def _kernels(obj) -> list:
@@ -102,8 +101,8 @@ class Launcher:
             names = ", ".join(p.name for p in self.params if p.name != WATCHDOG) or "none"
             raise LaunchError(f"len(args)={len(args)} breaks 'kernel {self.kernel.name!r} takes {len(self.params)} "
                               f"arguments ({names})'", rule="launch.arg-count")
-        g, b = _dims(grid, "grid"), _dims(block, "block")
-        c = _dims(cluster, "cluster") if cluster is not None else (self.kernel.cluster_dims or None)
+        g, b = launch_dims(grid, "grid"), launch_dims(block, "block")
+        c = launch_dims(cluster, "cluster") if cluster is not None else (self.kernel.cluster_dims or None)
         if c is not None:
             c = tuple(c) + (1,) * (3 - len(c))
             for axis, gg, cc in zip("xyz", g, c):
@@ -215,7 +214,7 @@ class Launcher:
 
     def max_active_ctas(self, block, shared_bytes=None) -> int:
         """As on the H200: CTAs per SM by shared memory (at most 32, at most 2048 threads) times the SMs."""
-        nthreads = math.prod(_dims(block, "block"))
+        nthreads = math.prod(launch_dims(block, "block"))
         smem = (self.shared_bytes if shared_bytes is None else shared_bytes) + self.kernel.static_shared_bytes
         by_smem = CPU.shared_per_sm // (smem + CPU.reserved_shared_per_block) if smem else 32
         return max(1, min(32, 2048 // nthreads, by_smem)) * CPU.sm_count
@@ -237,21 +236,6 @@ def _host_array(value):
     if hasattr(value, "__array__"):
         return np.asarray(value)
     return None
-
-
-def _dims(value, what):
-    try:
-        dims = (value,) if isinstance(value, Integral) else tuple(value)
-    except TypeError:
-        dims = None
-    if dims is None or not 1 <= len(dims) <= 3 or not all(isinstance(d, Integral) for d in dims):
-        raise LaunchError(f"{what}={value!r} breaks '{what} is an int or 1 to 3 ints (x, y, z)'",
-                          rule=f"launch.{what}-shape")
-    dims = tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
-    for axis, d, top in zip("xyz", dims, DIM_MAX[what]):
-        if not 1 <= d <= top:
-            raise LaunchError(f"{what}.{axis}={d} breaks '{what}.{axis} is 1..{top}'", rule=f"launch.{what}-range")
-    return dims
 
 
 def compile(obj, *, arch=None, ptx=None, seed=None) -> Program:
