@@ -578,6 +578,17 @@ class KernelBuilder:
         """tid.x / 32 (the warp's index in a 1-D block; %warpid is a hardware slot, not this)."""
         return self.shr(self.mov(_sreg.tid_x), 5)
 
+    # ------------------------------------------------------------------------- tensor cores
+
+    @_located
+    def matrix_descriptor(self, buf, layout, offset=0):
+        """The wgmma matrix descriptor (a MatrixDescriptor: .reg, .buffer, .layout, .offset) of `layout`'s tile at
+        `offset` bytes into the shared buffer `buf`: mov.u64 of its address, shr.u64, add.u64 of the template.
+        `desc.advance_k(j)` steps it to K step j (one add)."""
+        from .descriptor import matrix_descriptor
+
+        return matrix_descriptor(self, buf, layout, offset)
+
 
 def _is_tmap(v) -> bool:
     return isinstance(v, TensorMapRef) or (isinstance(v, Param) and v.kind == "tensormap")

@@ -102,6 +102,10 @@ class TensorMapError(PtxdslError):
     """A tensor-map field breaks a cuTensorMapEncode* rule."""
 
 
+class LayoutError(DSLError):
+    """A matrix layout, descriptor or register fragment breaks a tensor-core rule."""
+
+
 class CudaError(PtxdslError):
     """A CUDA driver call failed; carries the driver's name for the error."""
 
