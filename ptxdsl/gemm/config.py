@@ -33,7 +33,7 @@ class GemmConfig:
     b_major: str = "K"
 
     def __post_init__(self):
-        self.validate()
+        self.validate(SourceLoc.caller(skip=2))          # past the dataclass's generated __init__
 
     @property
     def threads(self) -> int:
@@ -71,15 +71,18 @@ class GemmConfig:
         return (f"gemm_bf16_{self.block_m}x{self.block_n}x{self.block_k}_s{self.stages}_c{self.consumers}"
                 f"_g{self.group_m}{regs}_b{self.b_major.lower()}")
 
-    def validate(self) -> "GemmConfig":
-        for check in _CHECKS:
-            check(self)
+    def validate(self, loc: SourceLoc | None = None) -> "GemmConfig":
+        """Check the rules in a fixed order; the first broken one raises DSLError (rule gemm.*) at `loc`."""
+        try:
+            for check in _CHECKS:
+                check(self)
+        except DSLError as e:
+            raise e.at(loc or SourceLoc.caller()) from None
         return self
 
 
 def _broken(cfg, field: str, text: str, rule: str):
-    raise DSLError(f"GemmConfig {field}={getattr(cfg, field)!r} breaks '{text}'", SourceLoc.caller(),
-                   rule=f"gemm.{rule}")
+    raise DSLError(f"GemmConfig {field}={getattr(cfg, field)!r} breaks '{text}'", rule=f"gemm.{rule}")
 
 
 def _check_ints(cfg):
