@@ -15,12 +15,12 @@ from ptxdsl.verify import check, check_launch
 HERE = os.path.basename(__file__)
 T = 64
 SPEC = px.TensorMapSpec.tiled_for((1024, 1024), "bf16", (T, T), swizzle="128B")
-HALF = px.TensorMapSpec.tiled_for((1024, 1024), "bf16", (T // 2, T), swizzle="128B")
+HALF = px.TensorMapSpec.tiled_for((1024, 1024), "bf16", (T // 2, T), swizzle="128B")     # 32 rows of 64
 
 
 def copy_kernel(mistake=None, stages=3, group=4):
-    """out = x, tile by tile in a grouped order: warpgroup 0's first lane loads each tile as two half boxes
-    (one stage), the first thread of warpgroups 1-2 stores the stage with TMA and releases it one store behind.
+    """out = x, tile by tile in a grouped order: warpgroup 0's first lane loads each 64 x 64 tile as two boxes of
+    32 rows (one stage; the second lands 4 KiB after the first, which continues the swizzled tile), the first thread of warpgroups 1-2 stores the stage with TMA and releases it one store behind.
     The register split is the GEMM's: 40 for the producer warpgroup, 232 for the two others."""
     with px.kernel("ws_copy", maxntid=384, minnctapersm=1) as k:
         x, out = k.param_tensormap("x", HALF), k.param_tensormap("out", SPEC)
@@ -37,7 +37,7 @@ def copy_kernel(mistake=None, stages=3, group=4):
                     with ring.produce(cur) as st:  # M stage
                         if mistake != "missing":
                             st.load(x, (col, row))
-                        st.load(x, (k.add(col, T // 2), row))
+                        st.load(x, (col, k.add(row, T // 2)))
                         if mistake == "extra":
                             st.load(x, (col, row))  # M extra
         with roles.warpgroups(1, 2, registers=232):
@@ -190,7 +190,7 @@ def test_the_ws_copy_is_bit_exact_on_the_gpu():
     assert prog.loaded_from == "ptx"                 # setmaxnreg: the driver JIT compiles it
     for grid, (m, n) in ((1, (4, 4)), (7, (16, 16)), (132, (16, 16))):
         od = DeviceArray.to_device(np.zeros_like(x))
-        prog["ws_copy"](px.TensorMapSpec.from_array(xd, (T, T // 2), swizzle="128B", dtype="bf16"),
+        prog["ws_copy"](px.TensorMapSpec.from_array(xd, (T // 2, T), swizzle="128B", dtype="bf16"),
                         px.TensorMapSpec.from_array(od, (T, T), swizzle="128B", dtype="bf16"), m, n,
                         grid=grid, block=384, sync=True)
         got = od.to_host()
