@@ -100,6 +100,7 @@ def test_the_register_split_and_budget_are_declared():
     ({"registers": (40, 230)}, "gemm.registers", "multiples of 8"),
     ({"block_m": 256, "consumers": 1, "registers": None}, "gemm.registers", "at most 128 f32"),
     ({"b_major": "N"}, "gemm.config", "b_major='N'"),
+    ({"epilogue_n": 96}, "gemm.tile", "epilogue_n=96"),
     ({"consumers": 0}, "gemm.config", "consumers=0"),
 ])
 def test_bad_configurations_are_refused_with_their_rule(kw, rule, fragment):

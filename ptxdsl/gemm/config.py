@@ -31,8 +31,11 @@ class GemmConfig:
     group_m: int = 8
     registers: tuple | None = (40, 232)
     b_major: str = "K"
+    epilogue_n: int = 0                 # columns of C staged in shared memory at a time (0: block_n)
 
     def __post_init__(self):
+        if self.epilogue_n == 0:
+            object.__setattr__(self, "epilogue_n", self.block_n)
         self.validate(SourceLoc.caller(skip=2))          # past the dataclass's generated __init__
 
     @property
@@ -58,7 +61,8 @@ class GemmConfig:
 
     @property
     def c_bytes(self) -> int:
-        return self.block_m * self.block_n * 2
+        """The shared C staging: epilogue_n columns of the tile's rows."""
+        return self.block_m * self.epilogue_n * 2
 
     @property
     def shared_bytes(self) -> int:
@@ -68,8 +72,9 @@ class GemmConfig:
     @property
     def name(self) -> str:
         regs = "" if self.registers is None else f"_r{self.registers[0]}_{self.registers[1]}"
+        epi = "" if self.epilogue_n == self.block_n else f"_e{self.epilogue_n}"
         return (f"gemm_bf16_{self.block_m}x{self.block_n}x{self.block_k}_s{self.stages}_c{self.consumers}"
-                f"_g{self.group_m}{regs}_b{self.b_major.lower()}")
+                f"_g{self.group_m}{regs}_b{self.b_major.lower()}{epi}")
 
     def validate(self, loc: SourceLoc | None = None) -> "GemmConfig":
         """Check the rules in a fixed order; the first broken one raises DSLError (rule gemm.*) at `loc`."""
@@ -88,7 +93,7 @@ def _broken(cfg, field: str, text: str, rule: str):
 def _check_ints(cfg):
     for f in fields(cfg):
         v = getattr(cfg, f.name)
-        if f.name in ("registers", "b_major"):
+        if f.name in ("registers", "b_major", "epilogue_n"):
             continue
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             _broken(cfg, f.name, "a positive integer", "config")
@@ -108,6 +113,8 @@ def _check_tile(cfg):
                 "tile")
     if cfg.block_k != 64:
         _broken(cfg, "block_k", "64 (one 128-byte swizzle row of bf16 per stage)", "tile")
+    if cfg.epilogue_n % 64 or cfg.block_n % cfg.epilogue_n:
+        _broken(cfg, "epilogue_n", f"a multiple of 64 that divides block_n={cfg.block_n}", "tile")
     if cfg.b_major not in ("K", "MN"):
         _broken(cfg, "b_major", "'K' (B is N x K) or 'MN' (B is K x N)", "config")
     if cfg.m_blocks * cfg.block_n // 2 > 128:
@@ -137,7 +144,7 @@ def _check_registers(cfg):
 _CHECKS = (_check_ints, _check_consumers, _check_tile, _check_shared, _check_registers)
 
 # Configurations by shape: (name, config). `choose` picks by the number of output tiles against the SMs.
-FAST = GemmConfig()                                                    # 128x256, two consumers, 3 stages
+FAST = GemmConfig(stages=4, epilogue_n=128)                            # 128x256, two consumers, 4 stages
 SMALL = GemmConfig(block_m=128, block_n=128, stages=4, consumers=2, registers=(40, 232))
 SIMPLE = GemmConfig(block_m=128, block_n=128, stages=4, consumers=1, registers=None)
 TABLE = (("128x256", FAST), ("128x128", SMALL))

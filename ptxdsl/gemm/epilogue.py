@@ -2,7 +2,7 @@
 (stmatrix, bank-conflict free), then TMA stores of 64 x 64 boxes.
 
 Each consumer owns rows [wg * rows, (wg + 1) * rows) of the block_m x block_n tile; its shared region holds
-m_blocks x (block_n / 64) boxes of 64 rows x 128 bytes, each swizzled as TMA's 128B mode reads it: 16-byte chunk
+m_blocks x (epilogue_n / 64) boxes of 64 rows x 128 bytes, each swizzled as TMA's 128B mode reads it: 16-byte chunk
 c of row r sits at chunk c ^ (r % 8). Before writing, the thread that stores waits until the previous tile's
 stores have read the region (cp.async.bulk.wait_group.read 0) and the consumers meet at a named barrier; after,
 every writer fences (fence.proxy.async: the copy engine reads what the threads wrote), they meet again, and the
@@ -19,10 +19,12 @@ EPILOGUE_BARRIER = 1            # bar.sync id the consumer warpgroups meet at (0
 
 def store_tile(k, cfg, acc, out, cmap, wg, lead, m0, n0) -> None:
     """Store the accumulators `acc` (cfg.m_blocks of them, 64 x block_n each) of consumer `wg` as C's tile at
-    rows m0, columns n0 (elements)."""
-    consumers = 128 * cfg.consumers
-    boxes_n = cfg.block_n // 64
+    rows m0, columns n0 (elements), cfg.epilogue_n columns at a time through the consumer's shared region (its
+    own named barrier, 1 + wg, so the consumers do not wait for each other)."""
+    cols = cfg.epilogue_n
+    boxes_n = cols // 64
     region = k.mad(wg, cfg.m_blocks * boxes_n * BOX, k.mov(out))
+    barrier = k.add(wg, EPILOGUE_BARRIER)
     lane = k.mov(sreg.laneid)
     warp = k.and_(k.shr(k.tid_x(), 5), 3)
     # lane l writes row 16w + (l & 15) of 8x8 matrix l >> 3; its 16-byte chunk is 2m + (l >> 4) for column
@@ -31,24 +33,28 @@ def store_tile(k, cfg, acc, out, cmap, wg, lead, m0, n0) -> None:
     flip = k.xor(k.shr(lane, 4), k.and_(lane, 7))
     row_base = k.add(region, k.shl(row, 7))
     chunk = [k.add(row_base, k.shl(k.xor(flip, 2 * m), 4)) for m in range(4)]
+    row0 = k.add(m0, k.mul(wg, cfg.rows_per_consumer))
 
-    with k.if_(lead):
-        k.cp_async_bulk_wait_group_read(0)          # the last tile's stores have read the region
-    k.bar_sync(EPILOGUE_BARRIER, consumers)
-    for mb, a in enumerate(acc):
-        q = a.pack(k, "bf16")
-        for b in range(cfg.block_n // 16):
-            box = mb * boxes_n + b // 4
-            where = chunk[b % 4]
-            k.stmatrix(Addr(where, box * BOX) if box else where, q[4 * b:4 * b + 4])
-    k.fence_proxy_async("shared::cta")
-    k.bar_sync(EPILOGUE_BARRIER, consumers)
-    with k.if_(lead):
-        row0 = k.add(m0, k.mul(wg, cfg.rows_per_consumer))
-        for mb in range(cfg.m_blocks):
-            for nb in range(boxes_n):
-                box = mb * boxes_n + nb
-                src = k.add(region, box * BOX) if box else region
-                k.cp_async_bulk_tensor(cmap, src, (k.add(n0, 64 * nb) if nb else n0,
-                                                   k.add(row0, 64 * mb) if mb else row0))
-        k.cp_async_bulk_commit_group()
+    for r in range(cfg.block_n // cols):
+        with k.if_(lead):
+            k.cp_async_bulk_wait_group_read(0)      # the last stores have read the region
+        k.bar_sync(barrier, 128)
+        for mb, a in enumerate(acc):
+            d = a.regs
+            for b in range(cols // 16):
+                col = r * cols // 16 + b               # 16-column block of the accumulator
+                q = [k.cvt("bf16x2", d[8 * col + 2 * j + 1], d[8 * col + 2 * j]) for j in range(4)]
+                box = mb * boxes_n + b // 4
+                where = chunk[b % 4]
+                k.stmatrix(Addr(where, box * BOX) if box else where, q)
+        k.fence_proxy_async("shared::cta")
+        k.bar_sync(barrier, 128)
+        with k.if_(lead):
+            for mb in range(cfg.m_blocks):
+                for nb in range(boxes_n):
+                    box = mb * boxes_n + nb
+                    src = k.add(region, box * BOX) if box else region
+                    x = r * cols + 64 * nb
+                    k.cp_async_bulk_tensor(cmap, src, (k.add(n0, x) if x else n0,
+                                                       k.add(row0, 64 * mb) if mb else row0))
+            k.cp_async_bulk_commit_group()

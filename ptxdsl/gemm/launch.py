@@ -19,6 +19,8 @@ from .config import GemmConfig, choose
 from .kernel import SPAN, SWIZZLE, build
 
 _PROGRAMS: dict = {}             # (config, device ordinal) -> the compiled kernel's launcher
+_PLANS: dict = {}                # the arrays' (address, shape, strides, dtype) and the config -> plan()'s answer
+PLANS_KEPT = 256
 
 
 def _bad(what: str, value, text: str, rule: str):
@@ -46,9 +48,22 @@ def _matrix(v, name):
 
 
 def plan(a, b, out, config: GemmConfig | None = None):
-    """(config, launch arguments, grid) for out = a @ b; LaunchError naming the operand for a layout the kernel
-    cannot read."""
-    va, vb, vc = (_matrix(arrays.view(x), n) for x, n in ((a, "a"), (b, "b"), (out, "out")))
+    """(config, launch arguments, number of tiles) for out = a @ b; LaunchError naming the operand for a layout
+    the kernel cannot read. Kept per arrays and config: a repeated call costs a dictionary lookup, not three
+    tensor maps' validation."""
+    views = tuple(arrays.view(x) for x in (a, b, out))
+    key = (config, *((v.address, v.shape, v.strides, v.dtype) for v in views))
+    hit = _PLANS.get(key)
+    if hit is None:
+        hit = _plan(*views, config)
+        if len(_PLANS) >= PLANS_KEPT:
+            del _PLANS[next(iter(_PLANS))]
+        _PLANS[key] = hit
+    return hit
+
+
+def _plan(va, vb, vc, config):
+    va, vb, vc = (_matrix(v, n) for v, n in ((va, "a"), (vb, "b"), (vc, "out")))
     (m, k), (k2, n) = va.shape, vb.shape
     if k2 != k or vc.shape != (m, n):
         raise _bad("shapes", f"{va.shape} @ {vb.shape} -> {vc.shape}", "(M, K) @ (K, N) -> (M, N)", "shape")
