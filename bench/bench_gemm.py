@@ -28,6 +28,15 @@ from timing import time_ms  # noqa: E402
 
 SHAPES = ((8192, 8192, 8192), (4096, 4096, 4096), (16384, 16384, 16384), (1024, 8192, 8192), (256, 8192, 8192))
 QUICK = ((4096, 4096, 4096), (8192, 8192, 8192), (256, 8192, 8192))
+VARIANTS = {                        # other configurations to time beside the chosen one (--variants)
+    "128x256s3": pg.GemmConfig(stages=3),
+    "128x256d1": pg.GemmConfig(stages=4, epilogue_n=128, mma_depth=1),
+    "128x256g16": pg.GemmConfig(stages=4, epilogue_n=128, group_m=16),
+    "128x128": pg.GemmConfig(block_n=128, stages=4),
+    "128x128s6": pg.GemmConfig(block_n=128, stages=6),
+    "128x128s6d1": pg.GemmConfig(block_n=128, stages=6, mma_depth=1),
+    "128x128x1": pg.GemmConfig(block_n=128, stages=4, consumers=1, registers=None),
+}
 TRITON_CONFIGS = ((128, 256, 64, 3, 8), (128, 128, 64, 4, 8))      # BLOCK_M, BLOCK_N, BLOCK_K, stages, warps
 
 
@@ -106,6 +115,9 @@ def bench_shape(m, n, k, args, rows):
     if not only or "ptxdsl" in only:
         add("ptxdsl a @ b.T (B K-major)", lambda c: (lambda: pg.matmul(a, b_nk.t(), out=c)))
         add("ptxdsl a @ b (B MN-major)", lambda c: (lambda: pg.matmul(a, b_kn, out=c)))
+        for v in args.variants.split(",") if args.variants else ():
+            cfg = VARIANTS[v]
+            add(f"ptxdsl {v} (B K-major)", lambda c, cfg=cfg: (lambda: pg.matmul(a, b_nk.t(), out=c, config=cfg)))
     if not only or "triton" in only:
         for cfg in TRITON_CONFIGS:
             add(f"triton persistent TMA {cfg[0]}x{cfg[1]}x{cfg[2]} s{cfg[3]}", lambda c, cfg=cfg: triton_matmul(
@@ -138,6 +150,7 @@ def main():
     ap.add_argument("--shapes", help="MxNxK,... (default: the issue's shapes)")
     ap.add_argument("--rep", type=int, default=300, help="milliseconds of timed runs per implementation")
     ap.add_argument("--only", help="comma-separated: ptxdsl, torch, triton")
+    ap.add_argument("--variants", help=f"comma-separated ptxdsl configurations to time too: {', '.join(VARIANTS)}")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     shapes = SHAPES

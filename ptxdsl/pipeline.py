@@ -166,11 +166,19 @@ class Ring:
         (the block, or a StoreDrain, releases the stage itself)."""
         self.consumer_wait(cur)
         yield Stage(self, cur, producing=False)
-        k = self.k
-        if release is True:
+        if release is False:
+            cur.advance()
+        else:
+            self.release(cur, None if release is True else release)
+
+    def release(self, cur: Cursor, where=None) -> None:
+        """Release the cursor's stage (consumer_release, only where the .pred `where` holds when given) and
+        advance the cursor: for a consumer that frees its stages behind the one it reads (`consume(cur,
+        release=False)` with a second cursor here)."""
+        if where is None:
             self.consumer_release(cur)
-        elif release is not False:
-            with k.if_(release):
+        else:
+            with self.k.if_(where):
                 self.consumer_release(cur)
         cur.advance()
 

@@ -16,7 +16,8 @@ from ptxdsl.gemm.config import FAST, SIMPLE, SMALL, TABLE
 from ptxdsl.gemm.kernel import a_spec, b_spec, c_spec
 from ptxdsl.verify import check, check_launch
 
-CONFIGS = [FAST, SMALL, SIMPLE, replace(FAST, b_major="MN"), replace(SIMPLE, b_major="MN")]
+CONFIGS = [FAST, SMALL, SIMPLE, replace(FAST, b_major="MN"), replace(SIMPLE, b_major="MN"),
+           replace(FAST, mma_depth=1), replace(SMALL, b_major="MN", mma_depth=1)]
 SERIALISED = re.compile(r"\(C75(09|1\d|20)\)")
 
 
@@ -82,6 +83,17 @@ def test_the_mainloop_reads_like_the_math():
     two_blocks = px.emit(build(SIMPLE)).text                      # 128 rows, one consumer: two accumulators
     assert protocol(two_blocks).split(" release")[0] == "fence " + " ".join(["mma_async"] * 8) + \
         " commit_group wait_group"
+
+
+def test_with_one_k_block_in_flight_a_stage_is_released_after_the_next_ones_mmas():
+    """mma_depth=1: the peeled block commits without waiting; each later one commits, waits for all but the
+    newest group (wait_group 1: the previous stage's MMAs are done) and releases the previous stage; after the
+    loop, wait_group 0 and the last release, before the epilogue reads the accumulators."""
+    text = px.emit(build(replace(FAST, mma_depth=1))).text
+    mma4 = "fence mma_async mma_async mma_async mma_async commit_group"
+    assert protocol(text) == f"{mma4} {mma4} wait_group release wait_group release", protocol(text)
+    waits = [ln.strip() for ln in text.splitlines() if "wgmma.wait_group" in ln]
+    assert waits == ["wgmma.wait_group.sync.aligned 1;", "wgmma.wait_group.sync.aligned 0;"]
 
 
 def test_the_register_split_and_budget_are_declared():

@@ -32,6 +32,7 @@ class GemmConfig:
     registers: tuple | None = (40, 232)
     b_major: str = "K"
     epilogue_n: int = 0                 # columns of C staged in shared memory at a time (0: block_n)
+    mma_depth: int = 0                  # K blocks of MMAs left in flight when a stage is released (0 or 1)
 
     def __post_init__(self):
         if self.epilogue_n == 0:
@@ -72,7 +73,8 @@ class GemmConfig:
     @property
     def name(self) -> str:
         regs = "" if self.registers is None else f"_r{self.registers[0]}_{self.registers[1]}"
-        epi = "" if self.epilogue_n == self.block_n else f"_e{self.epilogue_n}"
+        epi = ("" if self.epilogue_n == self.block_n else f"_e{self.epilogue_n}") + \
+            ("" if not self.mma_depth else f"_d{self.mma_depth}")
         return (f"gemm_bf16_{self.block_m}x{self.block_n}x{self.block_k}_s{self.stages}_c{self.consumers}"
                 f"_g{self.group_m}{regs}_b{self.b_major.lower()}{epi}")
 
@@ -93,7 +95,7 @@ def _broken(cfg, field: str, text: str, rule: str):
 def _check_ints(cfg):
     for f in fields(cfg):
         v = getattr(cfg, f.name)
-        if f.name in ("registers", "b_major", "epilogue_n"):
+        if f.name in ("registers", "b_major", "epilogue_n", "mma_depth"):
             continue
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             _broken(cfg, f.name, "a positive integer", "config")
@@ -115,6 +117,9 @@ def _check_tile(cfg):
         _broken(cfg, "block_k", "64 (one 128-byte swizzle row of bf16 per stage)", "tile")
     if cfg.epilogue_n % 64 or cfg.block_n % cfg.epilogue_n:
         _broken(cfg, "epilogue_n", f"a multiple of 64 that divides block_n={cfg.block_n}", "tile")
+    if cfg.mma_depth not in (0, 1):
+        _broken(cfg, "mma_depth", "0 (wait for a stage's MMAs before releasing it) or 1 (release it once the next "
+                "stage's are issued)", "config")
     if cfg.b_major not in ("K", "MN"):
         _broken(cfg, "b_major", "'K' (B is N x K) or 'MN' (B is K x N)", "config")
     if cfg.m_blocks * cfg.block_n // 2 > 128:

@@ -84,28 +84,47 @@ def build(cfg: GemmConfig, name: str | None = None):
             acc = [Accumulator(k, bn) for _ in range(cfg.m_blocks)]
             trans_b = 0 if cfg.b_major == "K" else 1
 
-            def mma_stage(first: bool):
-                """Wait for the stage, the MMAs of its K block, commit, wait, release (the consume block)."""
-                with ring.consume(cur, release=lead):
-                    a = a_first.advance(cur.stage, stride=ring.stage_bytes)
-                    b = b_first.advance(cur.stage, stride=ring.stage_bytes)
-                    a_k = [[a.advance(mb * 64 * bk * 2).advance_k(j) for j in range(a_tile.k_steps)]
-                           for mb in range(cfg.m_blocks)]
-                    b_k = [b.advance_k(j) for j in range(b_tile.k_steps)]
-                    k.wgmma_fence()
-                    for j in range(a_tile.k_steps):
-                        for mb in range(cfg.m_blocks):
-                            k.wgmma_mma_async(acc[mb], a_k[mb][j], b_k[j], scale_d=0 if first and j == 0 else 1,
-                                              imm_trans_b=trans_b)
-                    k.wgmma_commit_group()
-                    k.wgmma_wait_group(0)
+            def mmas(first: bool):
+                """Fence, then the MMAs of the cursor's stage: 4 K steps x m_blocks, into the accumulators."""
+                a = a_first.advance(cur.stage, stride=ring.stage_bytes)
+                b = b_first.advance(cur.stage, stride=ring.stage_bytes)
+                a_k = [[a.advance(mb * 64 * bk * 2).advance_k(j) for j in range(a_tile.k_steps)]
+                       for mb in range(cfg.m_blocks)]
+                b_k = [b.advance_k(j) for j in range(b_tile.k_steps)]
+                k.wgmma_fence()
+                for j in range(a_tile.k_steps):
+                    for mb in range(cfg.m_blocks):
+                        k.wgmma_mma_async(acc[mb], a_k[mb][j], b_k[j], scale_d=0 if first and j == 0 else 1,
+                                          imm_trans_b=trans_b)
+                k.wgmma_commit_group()
 
             cur = ring.cursor()
-            with tiles.tiles() as (tm, tn):
-                mma_stage(first=True)
-                with k.loop(1, k_blocks):
-                    mma_stage(first=False)
-                store_tile(k, cfg, acc, out, cmap, wg, lead, k.mul(tm, bm), k.mul(tn, bn))
+            if cfg.mma_depth == 0:
+                # per K block: wait for the stage, its MMAs, commit, wait for them, release the stage
+                with tiles.tiles() as (tm, tn):
+                    with ring.consume(cur, release=lead):
+                        mmas(first=True)
+                        k.wgmma_wait_group(0)
+                    with k.loop(1, k_blocks):
+                        with ring.consume(cur, release=lead):
+                            mmas(first=False)
+                            k.wgmma_wait_group(0)
+                    store_tile(k, cfg, acc, out, cmap, wg, lead, k.mul(tm, bm), k.mul(tn, bn))
+            else:
+                # one K block's MMAs stay in flight: after committing a stage's, wait for the previous stage's
+                # and release that one (`done`, a cursor one stage behind)
+                done = ring.cursor()
+                with tiles.tiles() as (tm, tn):
+                    with ring.consume(cur, release=False):
+                        mmas(first=True)
+                    with k.loop(1, k_blocks):
+                        with ring.consume(cur, release=False):
+                            mmas(first=False)
+                            k.wgmma_wait_group(1)
+                        ring.release(done, lead)
+                    k.wgmma_wait_group(0)
+                    ring.release(done, lead)
+                    store_tile(k, cfg, acc, out, cmap, wg, lead, k.mul(tm, bm), k.mul(tn, bn))
             with k.if_(lead):
                 k.cp_async_bulk_wait_group(0)
     return k
