@@ -152,3 +152,15 @@ def test_the_launch_plan_reads_the_layouts_off_the_arrays():
     with pytest.raises(px.LaunchError) as info:
         plan(a.astype(np.float32), w.T, out, SIMPLE)
     assert info.value.rule == "gemm.dtype"
+
+
+def test_an_epilogue_runs_on_each_accumulator_before_the_cast():
+    from ptxdsl.gemm.epilogue import relu, scale
+
+    plain = px.emit(build(SMALL)).text
+    text = px.emit(build(SMALL, epilogue=relu)).text
+    regs = SMALL.block_n // 2                                      # f32 accumulator registers a thread
+    assert text.count("max.f32") == plain.count("max.f32") + regs
+    assert "gemm_bf16_128x128x64_s4_c2_g8_r40_232_bk_relu" in text
+    assert px.emit(build(SMALL, epilogue=scale(0.5))).text.count("mul.f32") >= regs
+    assert check(build(SMALL, epilogue=relu)) == []

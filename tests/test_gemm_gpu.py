@@ -67,3 +67,16 @@ def test_matmul_runs_on_the_callers_stream_and_makes_out():
     s.synchronize()
     assert c.shape == (512, 384) and c.dtype == torch.bfloat16
     assert rel_error(c, a.float() @ w.float().t()) < 1e-2
+
+
+def test_the_relu_and_scale_epilogues():
+    import ptxdsl.gemm as pg
+    from ptxdsl.gemm.epilogue import relu, scale
+
+    a = torch.randn(640, 256, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(384, 256, device="cuda", dtype=torch.bfloat16)
+    ref = a.float() @ w.float().t()
+    for fn, want in ((relu, ref.clamp(min=0)), (scale(0.5), 0.5 * ref)):
+        c = pg.matmul(a, w.t(), config=SMALL, epilogue=fn)
+        torch.cuda.synchronize()
+        assert rel_error(c, want) < 1e-2, fn.__name__

@@ -1,4 +1,5 @@
-"""The GEMM's epilogue: the f32 accumulators of a consumer warpgroup to bf16 in a 128B-swizzled shared tile
+"""The GEMM's epilogue: an optional function over each f32 accumulator fragment (`relu`, `scale(alpha)`, or the
+caller's: `fn(k, acc)` with ptxdsl.fragment.Accumulator's map / load_columns / load_rows), then the accumulators of a consumer warpgroup to bf16 in a 128B-swizzled shared tile
 (stmatrix, bank-conflict free), then TMA stores of 64 x 64 boxes.
 
 Each consumer owns rows [wg * rows, (wg + 1) * rows) of the block_m x block_n tile; its shared region holds
@@ -17,10 +18,27 @@ BOX = 64 * 128                  # bytes of one 64 x 64 bf16 box
 EPILOGUE_BARRIER = 1            # bar.sync id the consumer warpgroups meet at (0 is the ring's init)
 
 
-def store_tile(k, cfg, acc, out, cmap, wg, lead, m0, n0) -> None:
+def relu(k, acc) -> None:
+    """C = max(A @ B, 0), on the f32 accumulator before the cast."""
+    acc.map(k, lambda d, i: k.max(d, 0.0, out=d))
+
+
+def scale(alpha: float):
+    """C = alpha * (A @ B), alpha a constant: an epilogue for `build(cfg, epilogue=scale(0.5))`."""
+    def epilogue(k, acc) -> None:
+        acc.map(k, lambda d, i: k.mul(d, float(alpha), out=d))
+    epilogue.__name__ = f"scale_{alpha}".replace(".", "_").replace("-", "m")
+    return epilogue
+
+
+def store_tile(k, cfg, acc, out, cmap, wg, lead, m0, n0, epilogue=None) -> None:
     """Store the accumulators `acc` (cfg.m_blocks of them, 64 x block_n each) of consumer `wg` as C's tile at
     rows m0, columns n0 (elements), cfg.epilogue_n columns at a time through the consumer's shared region (its
-    own named barrier, 1 + wg, so the consumers do not wait for each other)."""
+    own named barrier, 1 + wg, so the consumers do not wait for each other). `epilogue(k, accumulator)` runs on
+    each f32 accumulator first (`relu`, `scale(alpha)`, or the caller's own: Accumulator.map and friends)."""
+    if epilogue is not None:
+        for a in acc:
+            epilogue(k, a)
     cols = cfg.epilogue_n
     boxes_n = cols // 64
     region = k.mad(wg, cfg.m_blocks * boxes_n * BOX, k.mov(out))

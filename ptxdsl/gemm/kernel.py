@@ -43,11 +43,16 @@ def c_spec(cfg: GemmConfig, m: int = 1024, n: int = 1024, address: int = 0) -> T
     return TensorMapSpec.tiled_for((m, n), "bf16", (64, SPAN), swizzle=SWIZZLE, address=address)
 
 
-def build(cfg: GemmConfig, name: str | None = None):
-    """The kernel of `cfg`: parameters (a, b, c tensor maps; m_tiles, n_tiles, k_blocks)."""
+def kernel_name(cfg: GemmConfig, epilogue=None) -> str:
+    return cfg.name if epilogue is None else f"{cfg.name}_{epilogue.__name__}"
+
+
+def build(cfg: GemmConfig, name: str | None = None, *, epilogue=None):
+    """The kernel of `cfg`: parameters (a, b, c tensor maps; m_tiles, n_tiles, k_blocks). `epilogue(k, acc)`
+    runs on each f32 accumulator before the cast (ptxdsl.gemm.epilogue)."""
     bm, bn, bk = cfg.block_m, cfg.block_n, cfg.block_k
     b_boxes = 1 if cfg.b_major == "K" else bn // SPAN
-    with _builder.kernel(name or cfg.name, maxntid=cfg.threads, minnctapersm=1) as k:
+    with _builder.kernel(name or kernel_name(cfg, epilogue), maxntid=cfg.threads, minnctapersm=1) as k:
         amap = k.param_tensormap("a", a_spec(cfg))
         bmap = k.param_tensormap("b", b_spec(cfg))
         cmap = k.param_tensormap("c", c_spec(cfg))
@@ -109,7 +114,7 @@ def build(cfg: GemmConfig, name: str | None = None):
                         with ring.consume(cur, release=lead):
                             mmas(first=False)
                             k.wgmma_wait_group(0)
-                    store_tile(k, cfg, acc, out, cmap, wg, lead, k.mul(tm, bm), k.mul(tn, bn))
+                    store_tile(k, cfg, acc, out, cmap, wg, lead, k.mul(tm, bm), k.mul(tn, bn), epilogue)
             else:
                 # one K block's MMAs stay in flight: after committing a stage's, wait for the previous stage's
                 # and release that one (`done`, a cursor one stage behind)
@@ -124,7 +129,7 @@ def build(cfg: GemmConfig, name: str | None = None):
                         ring.release(done, lead)
                     k.wgmma_wait_group(0)
                     ring.release(done, lead)
-                    store_tile(k, cfg, acc, out, cmap, wg, lead, k.mul(tm, bm), k.mul(tn, bn))
+                    store_tile(k, cfg, acc, out, cmap, wg, lead, k.mul(tm, bm), k.mul(tn, bn), epilogue)
             with k.if_(lead):
                 k.cp_async_bulk_wait_group(0)
     return k

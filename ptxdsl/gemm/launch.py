@@ -16,7 +16,7 @@ from ..errors import LaunchError, SourceLoc
 from ..runtime import arrays
 from ..tensormap import TensorMapSpec
 from .config import GemmConfig, choose
-from .kernel import SPAN, SWIZZLE, build
+from .kernel import SPAN, SWIZZLE, build, kernel_name
 
 _PROGRAMS: dict = {}             # (config, device ordinal) -> the compiled kernel's launcher
 _PLANS: dict = {}                # the arrays' (address, shape, strides, dtype) and the config -> plan()'s answer
@@ -27,15 +27,16 @@ def _bad(what: str, value, text: str, rule: str):
     return LaunchError(f"matmul: {what}={value} breaks '{text}'", SourceLoc.caller(), rule=f"gemm.{rule}")
 
 
-def kernel_for(cfg: GemmConfig, device=None):
-    """The launcher of `cfg`'s kernel on `device` (default: the current one), compiled on first use."""
+def kernel_for(cfg: GemmConfig, device=None, epilogue=None):
+    """The launcher of `cfg`'s kernel (with `epilogue`) on `device` (default: the current one), compiled on first
+    use."""
     from ..program import compile as compile_
     from ..runtime import current_device
 
     device = device or current_device()
-    key = (cfg, device.ordinal)
+    key = (cfg, device.ordinal, epilogue)
     if key not in _PROGRAMS:
-        _PROGRAMS[key] = compile_(build(cfg), device=device)[cfg.name]
+        _PROGRAMS[key] = compile_(build(cfg, epilogue=epilogue), device=device)[kernel_name(cfg, epilogue)]
     return _PROGRAMS[key]
 
 
@@ -90,9 +91,11 @@ def _plan(va, vb, vc, config):
     return cfg, (amap, bmap, cmap, m_tiles, n_tiles, -(-k // cfg.block_k)), m_tiles * n_tiles
 
 
-def matmul(a, b, out=None, *, config: GemmConfig | None = None, stream=None):
-    """out = a @ b (bf16, f32 accumulation) with ptxdsl's persistent warp-specialised GEMM; returns out. The
-    stream is `stream=`, else torch's current stream when a is a torch tensor, else the legacy default stream."""
+def matmul(a, b, out=None, *, config: GemmConfig | None = None, epilogue=None, stream=None):
+    """out = epilogue(a @ b) (bf16, f32 accumulation) with ptxdsl's persistent warp-specialised GEMM; returns
+    out. `epilogue`: None, or a function over the f32 accumulator (ptxdsl.gemm.epilogue: relu, scale(alpha)),
+    one compiled kernel per function object. The stream is `stream=`, else torch's current stream when a is a
+    torch tensor, else the legacy default stream."""
     torch_in = arrays.is_torch(a)
     if out is None:
         if not torch_in:
@@ -101,7 +104,7 @@ def matmul(a, b, out=None, *, config: GemmConfig | None = None, stream=None):
 
         out = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
     cfg, args, ntiles = plan(a, b, out, config)
-    launch = kernel_for(cfg)
+    launch = kernel_for(cfg, epilogue=epilogue)
     if args[5] == 0:
         raise _bad("K", 0, "K >= 1", "shape")
     if stream is None and torch_in:
