@@ -30,6 +30,8 @@ ARCH_SPECIFIC = frozenset({"sm_90a", "sm_100a", "sm_100f", "sm_103a", "sm_110a",
 SM100_UP = frozenset({"sm_100", "sm_100a", "sm_100f", "sm_103a", "sm_110a", "sm_120a"})
 # The sm_100a family: .cta_group, gather4/im2col::w to shared::cluster, scatter4, im2col::w::128.
 SM100A = frozenset({"sm_100a", "sm_100f", "sm_103a", "sm_110a"})
+# Hopper's own: wgmma (ptxas rejects it on plain sm_90 and on every later target; Blackwell has tcgen05).
+SM90A = frozenset({"sm_90a"})
 
 
 def fmt_ptx(v: tuple[int, int]) -> str:

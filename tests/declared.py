@@ -20,6 +20,8 @@ from ptxdsl.types import ALL_TYPES, b16, pred, scalar_type, u32, u64
 
 BATCH = 400                     # ops per kernel
 SHARED = 4096                   # bytes of the shared buffer every address slot may use
+POOL = 128                      # registers a register-list slot draws from (wgmma's largest accumulator)
+DESCRIPTOR = 0x4000_0040_0001_0000   # a matrix-descriptor constant (128B swizzle, SBO 1024, LBO 16)
 
 
 # --------------------------------------------------------------------------------- combinations
@@ -45,6 +47,77 @@ def combinations(cls, *, all_shapes=False):
     fixed = {s.name: default_shape(s) for s in cls.operands if s.name in choices and s.name not in keep}
     for values in itertools.product(*(choices[n] for n in varying)):
         yield {**fixed, **dict(zip(varying, values))}
+
+
+def classified(cls, *, all_shapes=False, per_rule=4):
+    """(q, why) for the combinations of `cls` (as `combinations` draws them): every one that no condition excludes
+    (why None), and for each exclusion or refusal the first `per_rule` combinations whose first matching condition
+    it is (why: its reason). A partial choice that a condition already decides (a type pair ptxas has no form of)
+    is not expanded, so a declaration with many qualifiers (wgmma.mma_async: N x three types x operand shapes) is
+    walked without listing what it excludes wholesale."""
+    choices = cls.choices()
+    names = list(choices)
+    keep = set(cls.quals) | conditioned(cls) if not all_shapes else set(names)
+    varying = [n for n in names if n in keep]
+    fixed = {s.name: default_shape(s) for s in cls.operands if s.name in choices and s.name not in keep}
+    conds = [(i, cond, reason) for i, (cond, reason) in enumerate(cls.excludes + cls.refuses)]
+    known = {n: i for i, n in enumerate(varying)}
+    early = defaultdict(list)          # depth -> the conditions decided once varying[:depth + 1] are chosen
+    for i, cond, reason in conds:
+        depth = max((known.get(n, len(varying)) for n in cond), default=0)
+        early[depth].append((i, cond, reason))
+
+    def first(q, among):
+        return next(((i, reason) for i, cond, reason in among if decl.matches(cond, q)), None)
+
+    def walk(depth, q, domain, below):
+        """The combinations under the partial choice q that no condition numbered below `below` excludes."""
+        if depth == len(varying):
+            yield {**fixed, **q}
+            return
+        name = varying[depth]
+        for v in domain[name]:
+            q2 = {**q, name: v}
+            hit = first(q2, early[depth])
+            if hit is None or hit[0] >= below:
+                yield from walk(depth + 1, q2, domain, below)
+
+    for q in walk(0, {}, choices, len(conds)):
+        if first(q, early[len(varying)]) is None:
+            yield q, None
+    for i, cond, reason in conds:
+        domain = {n: tuple(v for v in values if n not in cond or decl.matches({n: cond[n]}, {n: v}))
+                  for n, values in choices.items()}
+        found = 0
+        for q in walk(0, {}, domain, i):
+            hit = first(q, conds)
+            if hit is not None and hit[0] == i:
+                yield q, reason
+                found += 1
+                if found == per_rule:
+                    break
+
+
+def valid(cls, *, all_shapes=False) -> list:
+    """The combinations of `cls` that no condition excludes."""
+    return [q for q, why in classified(cls, all_shapes=all_shapes) if why is None]
+
+
+def spread(qs: list, limit: int) -> list:
+    """At most `limit` of the combinations qs (in their order): first enough to show every (name, value) pair
+    once, then evenly spaced others (a test whose cost grows with each op's text, e.g. the .ptxd round trip, on
+    an op with thousands of forms)."""
+    if len(qs) <= limit:
+        return list(qs)
+    seen, chosen = set(), []
+    for i, q in enumerate(qs):
+        pairs = {(n, repr(v)) for n, v in q.items()}
+        if not pairs <= seen:
+            seen |= pairs
+            chosen.append(i)
+    step = max(1, len(qs) // max(1, limit - len(chosen)))
+    chosen = sorted(set(chosen) | set(range(0, len(qs), step)))
+    return [qs[i] for i in chosen[:max(limit, len(chosen))]]
 
 
 def target_of(cls, q) -> Target:
@@ -96,6 +169,12 @@ class Operands:
         value = 1.0 if t.kind == "f" else 1
         return self._once(("reg", t.name), lambda: self.k.mov(value, t))
 
+    def pool(self, t):
+        """POOL distinct registers of type t (register lists: accumulators, fragments), the same in every op."""
+        t = scalar_type(t)
+        return self._once(("pool", t.name), lambda: tuple(self.k.mov(0.0 if t.kind == "f" else 0, t)
+                                                          for _ in range(POOL)))
+
     def address(self, space, width, shape):
         if space in ("shared", "shared::cta", "shared::cluster"):
             if shape == "buffer" or (width is None and shape != "reg"):
@@ -141,6 +220,12 @@ class Operands:
             return None
         if shape is None or kind.fixed:
             return None
+        if isinstance(kind, K.Registers):
+            return self.pool(K._resolve(ns, kind.types)[0])[:K._resolve(ns, kind.count)]
+        if isinstance(kind, K.DescriptorOrRegisters):
+            return self.pool(K._resolve(ns, kind.types)[0])[-kind.count:] if shape == "regs" else self.reg(u64)
+        if isinstance(kind, K.Descriptor):
+            return DESCRIPTOR if shape == "imm" else self.reg(u64)
         if isinstance(kind, K.Const):
             return shape
         if isinstance(kind, K.Coords):

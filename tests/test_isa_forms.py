@@ -38,8 +38,8 @@ VERSIONS = ((7, 8), (8, 0), (8, 1), (8, 2), (8, 3), (8, 4), (8, 5), (8, 6), (8, 
 
 @functools.cache
 def declared() -> tuple:
-    """(cls, q, excluded reason) for every combination of every op."""
-    return tuple((cls, q, cls.excluded(q)) for cls in OPS for q in D.combinations(cls))
+    """(cls, q, excluded reason) for every valid combination of every op, and the first few each exclusion names."""
+    return tuple((cls, q, why) for cls in OPS for q, why in D.classified(cls))
 
 
 def _show(batch, bad) -> list:

@@ -21,7 +21,7 @@ from test_lang import assert_round_trip
 
 PROGRAMS = int(os.environ.get("PTXDSL_PROGRAMS", "2000"))
 PER_EXAMPLE = 10                       # programs (kernels) per drawn module
-VALID = {cls: [q for q in D.combinations(cls, all_shapes=False) if cls.excluded(q) is None] for cls in OPS}
+VALID = {cls: D.valid(cls) for cls in OPS}
 
 
 @st.composite

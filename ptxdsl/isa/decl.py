@@ -108,6 +108,10 @@ class Qual:
             return None
         return self._token(value) if self._token else str(value)
 
+    def token_for(self, op, value) -> str | None:
+        """The .ptxd token for `value` on `op` (a spelling that depends on other qualifiers overrides this)."""
+        return self.token(value)
+
     def tokens(self) -> dict:
         """.ptxd token -> value, for every value the token spells."""
         out = {}

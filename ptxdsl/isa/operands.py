@@ -17,7 +17,7 @@ import math
 from ..errors import DSLError
 from ..ir import SINK, Addr, Imm, Label, Param, PredNot, Reg, SharedAlloc, Sink, SpecialReg, TensorMapRef
 from ..target import BASE, Req
-from ..types import ScalarType, pred, s32
+from ..types import ScalarType, b64, pred, s32
 
 REQUIRED = object()
 SHARED_SPACES = frozenset({"shared", "shared::cta", "shared::cluster"})
@@ -583,5 +583,162 @@ class PairedDst(Dst):
         return f"{name}|{self.other}"
 
 
-__all__ = ["Address", "Const", "Coords", "Dst", "Dsts", "Kind", "LabelRef", "Literal", "PairedDst", "Slot",
-           "TensorMap", "Value", "Vector", "check_value", "describe", "fits", "memory", "shape_of"]
+class OneOf(Const):
+    """An integer constant from a short list (`values`, e.g. 1 or -1), for operands PTX takes only as an immediate
+    and only in some forms: `when(op)` says whether this form writes it. Where it does not, the `neutral` value
+    (the builder's default) is left out; another value stays, for the declaration's exclusions to name."""
+
+    def __init__(self, *values: int, neutral: int, when=None, rule: str = ""):
+        self.values = tuple(values)
+        self.lo, self.hi, self.step = min(values), max(values), 1
+        self.shapes = self.values
+        self.neutral = neutral
+        self.when = when
+        self.rule = rule
+
+    def bind(self, op, what, v, alloc):
+        if v is None:
+            v = self.neutral
+        if isinstance(v, Imm):
+            v = v.value
+        if not isinstance(v, int) or isinstance(v, bool) or v not in self.values:
+            shown = describe(v) if isinstance(v, Reg) else repr(v)
+            raise DSLError(f"{what}={shown}: expected the constant {' or '.join(map(str, self.values))}"
+                           + (f" ({self.rule})" if self.rule else ""))
+        if self.when is not None and not self.when(op) and v == self.neutral:
+            return None
+        return v
+
+    def text(self, op, v) -> str:
+        return str(v)
+
+
+class Descriptor(Kind):
+    """A 64-bit operand that describes a matrix in shared memory (wgmma's matrix descriptor): a .b64/.u64 register,
+    a 64-bit integer constant, or a descriptor value (any object with a `.reg` register, kept as given so that the
+    checks after construction see its buffer and layout; PTX gets its `.reg`)."""
+
+    shapes = ("reg", "imm")
+
+    def shape(self, v):
+        if v is None:
+            return None
+        return "imm" if isinstance(v, (int, Imm)) and not isinstance(v, bool) else "reg"
+
+    def bind(self, op, what, v, alloc):
+        if v is None:
+            return None
+        if isinstance(v, Imm):
+            v = v.value
+        if isinstance(v, int) and not isinstance(v, bool):
+            if not 0 <= v < 1 << 64:
+                raise DSLError(f"{what}={v:#x}: a matrix descriptor constant is a 64-bit unsigned value")
+            return Imm(v, b64)
+        reg = getattr(v, "reg", v)
+        if not isinstance(reg, Reg) or reg.type is pred or reg.type.reg_bits != 64 or reg.type.kind not in "bu":
+            shown = describe(reg) if isinstance(reg, (Reg, SharedAlloc)) else repr(v)
+            raise DSLError(f"{what}={shown}: expected a matrix descriptor: a .b64/.u64 register, a 64-bit constant "
+                           f"or a descriptor value with a .reg (ptxas takes no other register and no shared-memory "
+                           f"symbol here)")
+        return v
+
+    def text(self, op, v) -> str:
+        if isinstance(v, Imm):
+            return f"0x{int(v.value):016X}"
+        return str(getattr(v, "reg", v))
+
+    def regs(self, v) -> list:
+        reg = getattr(v, "reg", v)
+        return [reg] if isinstance(reg, Reg) else []
+
+
+def reg_list(v) -> tuple:
+    """The registers of a register-list operand: a tuple/list of registers or an object with `.regs`."""
+    regs = getattr(v, "regs", v)
+    return tuple(regs) if isinstance(regs, (tuple, list)) else (regs,)
+
+
+class Registers(Kind):
+    """A brace list of `count` distinct registers (an accumulator fragment, read and written in place). The value is a tuple/list of registers or any object with a `.regs` attribute (a fragment), kept as
+    given. `types(op)` gives the register types the form accepts (the first is the one a test makes)."""
+
+    shapes = ("vec",)
+
+    def __init__(self, count, types, *, rule: str = ""):
+        self.count = count
+        self.types = types
+        self.rule = rule
+
+    def shape(self, v):
+        return None if v is None else "vec"
+
+    def bind(self, op, what, v, alloc):
+        if v is None:
+            raise DSLError(f"{what}: the registers are missing")
+        if not isinstance(v, (tuple, list)) and not hasattr(v, "regs"):
+            raise DSLError(f"{what}={describe(v)}: expected a tuple of registers or a fragment (an object with .regs)")
+        regs = reg_list(v)
+        n = _resolve(op, self.count)
+        if len(regs) != n:
+            raise DSLError(f"{what}: {len(regs)} registers; this form takes exactly {n}"
+                           + (f" ({self.rule})" if self.rule else ""))
+        allowed = _resolve(op, self.types)
+        seen = {}
+        for i, r in enumerate(regs):
+            if not isinstance(r, Reg) or r.type not in allowed:
+                shown = describe(r) if isinstance(r, (Reg, SpecialReg)) else repr(r)
+                raise DSLError(f"{what}[{i}]={shown}: expected a register of type "
+                               f"{' or '.join('.' + t.name for t in allowed)}")
+            if r.name in seen:
+                raise DSLError(f"{what}[{i}]={r.name} is also {what.split()[-1]}[{seen[r.name]}]: the registers "
+                               f"must be distinct")
+            seen[r.name] = i
+        return v if not isinstance(v, list) else tuple(v)
+
+    def text(self, op, v) -> str:
+        return "{" + ", ".join(str(r) for r in reg_list(v)) + "}"
+
+    def regs(self, v) -> list:
+        return list(reg_list(v)) if v is not None else []
+
+    def syntax(self, name: str) -> str:
+        return "{" + name + "}"
+
+
+class DescriptorOrRegisters(Kind):
+    """A matrix operand that comes either from shared memory through a matrix descriptor (see Descriptor; shape
+    'desc') or from `count` registers of the types `types(op)` (shape 'regs')."""
+
+    shapes = ("desc", "regs")
+
+    def __init__(self, count: int, types):
+        self.desc = Descriptor()
+        self.count = count
+        self.types = types
+
+    def shape(self, v):
+        if v is None:
+            return None
+        return "regs" if isinstance(v, (tuple, list)) or hasattr(v, "regs") and not hasattr(v, "reg") else "desc"
+
+    def bind(self, op, what, v, alloc):
+        if v is None:
+            return None
+        if self.shape(v) == "desc":
+            return self.desc.bind(op, what, v, alloc)
+        return Registers(self.count, self.types).bind(op, what, v, alloc)
+
+    def text(self, op, v) -> str:
+        if self.shape(v) == "desc":
+            return self.desc.text(op, v)
+        return "{" + ", ".join(str(r) for r in reg_list(v)) + "}"
+
+    def regs(self, v) -> list:
+        if v is None:
+            return []
+        return self.desc.regs(v) if self.shape(v) == "desc" else list(reg_list(v))
+
+
+__all__ = ["Address", "Const", "Coords", "Descriptor", "DescriptorOrRegisters", "Dst", "Dsts", "Kind", "LabelRef",
+           "Literal", "OneOf", "PairedDst", "Registers", "Slot", "TensorMap", "Value", "Vector", "check_value",
+           "describe", "fits", "memory", "reg_list", "shape_of"]

@@ -10,14 +10,15 @@ from dataclasses import dataclass
 
 from .. import sreg
 from ..target import TARGET_MIN_PTX, TARGETS, Req, fmt_ptx
-from . import bulk, cluster, control, core, fence, mbarrier, policy, tensormap, warp  # noqa: F401  (declare the ops)
+from . import bulk, cluster, control, core, fence, mbarrier, policy, tensormap, warp, wgmma  # noqa: F401  (declare the ops)
 from .decl import LEVELS, OPS, Op
 
 FAMILY_TITLES = {
     "core": "Core instructions", "warp": "Warp-level instructions", "mbarrier": "mbarrier",
     "bulk": "Bulk copies (non-tensor)", "tensor": "Bulk tensor copies (TMA)", "policy": "L2 cache policies",
     "fence": "Fences", "tensormap": "Tensor maps on the device", "cluster": "Cluster",
-    "control": "Execution control", "directive": "Kernel directives",
+    "control": "Execution control", "wgmma": "Warpgroup matrix multiply (wgmma)",
+    "directive": "Kernel directives",
 }
 LEVEL_TEXT = {"emitted": "emitted", "assembled": "assembled", "gpu": "GPU-verified"}
 

@@ -553,7 +553,7 @@ class _KernelLowering:
             return
         for name, tok in stated:
             q = type(op).quals.get(name)
-            have = q.token(getattr(op, name, None)) if q is not None else None
+            have = q.token_for(op, getattr(op, name, None)) if q is not None else None
             if have != tok:
                 gives = f".{have}" if have else f"no .{tok}"
                 raise DSLError(f"{mnemonic}: .{tok} disagrees with the operands, which give {gives}")

@@ -77,7 +77,7 @@ def mnemonic_words(op, method: str | None = None, full: bool = False, table: for
     def qual(name):
         visited.add(name)
         q = cls.quals[name]
-        tok = q.token(getattr(op, name, None))
+        tok = q.token_for(op, getattr(op, name, None))
         if tok is None:
             return
         if tok in form:
