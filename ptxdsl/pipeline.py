@@ -232,9 +232,17 @@ class Stage:
 
     def __init__(self, ring: Ring, cur: Cursor, *, producing: bool):
         self.ring, self.cur = ring, cur
-        self.buffer = ring.buffer(cur)
+        self._buffer = None
         self.full = ring.full(cur) if producing else None
         self._issued = 0 if producing else None
+
+    @property
+    def buffer(self):
+        """The stage's shared address (computed at first use: a block that addresses the stage otherwise, by
+        descriptors from the cursor, say, emits nothing for it)."""
+        if self._buffer is None:
+            self._buffer = self.ring.buffer(self.cur)
+        return self._buffer
 
     def slot(self, i: int):
         """The shared address of declared load i's box in this stage."""
