@@ -80,3 +80,28 @@ def test_the_relu_and_scale_epilogues():
         c = pg.matmul(a, w.t(), config=SMALL, epilogue=fn)
         torch.cuda.synchronize()
         assert rel_error(c, want) < 1e-2, fn.__name__
+
+
+class Exported:
+    """Any DLPack producer: only __dlpack__ and __dlpack_device__ (here a torch tensor's, behind a plain
+    object, so the launcher reads it as DLPack and not as torch)."""
+
+    def __init__(self, t):
+        self._t = t
+
+    def __dlpack__(self, **kw):
+        return self._t.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self._t.__dlpack_device__()
+
+
+def test_matmul_takes_dlpack_arrays():
+    import ptxdsl.gemm as pg
+
+    a = torch.randn(300, 136, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(136, 200, device="cuda", dtype=torch.bfloat16)
+    c = torch.zeros(300, 200, device="cuda", dtype=torch.bfloat16)
+    pg.matmul(Exported(a), Exported(b), out=Exported(c), config=SMALL)
+    torch.cuda.synchronize()
+    assert rel_error(c, a.float() @ b.float()) < 1e-2
