@@ -109,6 +109,15 @@ class Assembled:
             for name, r in self.kernels.items()
         )
 
+    def notes(self, ptx=None, origins=None) -> list:
+        """ptxas's notes on a serialised wgmma pipeline in this log (ptxdsl.ptxas_notes.PtxasNote), mapped to the
+        builder lines of `ptx` (the emitted PTX that was assembled) when it is given."""
+        if "C75" not in self.info_log:
+            return []
+        from . import ptxas_notes
+
+        return ptxas_notes.notes(self.info_log, ptx, origins)
+
     @property
     def setmaxnreg_dropped(self) -> bool:
         """True when ptxas dropped the module's setmaxnreg instructions (info C7504: nvJitLink compiles PTX as
@@ -151,7 +160,7 @@ _MEMO_SIZE = 64
 
 
 def assemble(ptx, arch: str = "sm_90a", *, origins: Mapping[int, object] | None = None,
-             options: Sequence[str] = (), cache: bool = False) -> Assembled:
+             options: Sequence[str] = (), cache: bool = False, strict: bool | None = None) -> Assembled:
     """Assemble one PTX module for `arch` with nvJitLink (`-arch=<arch> -verbose` plus `options`).
 
     `ptx` is PTX text or an emitted `ptxdsl.PTX` (whose line origins are then used). `origins` maps
@@ -159,10 +168,18 @@ def assemble(ptx, arch: str = "sm_90a", *, origins: Mapping[int, object] | None 
     for every ptxas diagnostic that points at a line. cache=True looks the result up in the on-disk cache
     first (keyed by the PTX, the arch, the options, the nvJitLink release and ptxdsl's version) and stores it
     there after assembling; failures are never cached.
+
+    ptxas's notes on a serialised wgmma pipeline (ptxdsl.ptxas_notes) raise an AssembleError (rule
+    'ptxas-serialized') for the kernels made with strict=True (an emitted PTX knows them), for every kernel with
+    strict=True here, for none with strict=False.
     """
+    strict_kernels = set()
     if not isinstance(ptx, str):
         origins = ptx.origins if origins is None else origins
+        strict_kernels = {name for name, info in ptx.kernels.items() if getattr(info, "strict", False)}
         ptx = ptx.text
+    if strict is not None:
+        strict_kernels = strict or set()
     _check_arch(arch)
     if isinstance(options, str):
         raise DSLError(f"options={options!r} must be a sequence of option strings, not one string")
@@ -174,7 +191,7 @@ def assemble(ptx, arch: str = "sm_90a", *, origins: Mapping[int, object] | None 
             hit = _cached(name, arch)
         if hit is not None:
             log.debug("cache hit: cubin %s (%s, %d bytes)", name[:16], arch, len(hit.cubin))
-            return hit
+            return _strict(hit, ptx, origins, strict_kernels)
         log.debug("cache miss: cubin %s (%s)", name[:16], arch)
     memo = (ptx, tuple(opts))
     result = _MEMO.get(memo)
@@ -186,6 +203,15 @@ def assemble(ptx, arch: str = "sm_90a", *, origins: Mapping[int, object] | None 
         _MEMO[memo] = result
     if name is not None:
         _store(name, result)
+    return _strict(result, ptx, origins, strict_kernels)
+
+
+def _strict(result: "Assembled", ptx: str, origins, strict_kernels) -> "Assembled":
+    """The result, unless ptxas serialised the wgmma pipeline of a kernel in strict_kernels (AssembleError)."""
+    if strict_kernels and "C75" in result.info_log:
+        from . import ptxas_notes
+
+        ptxas_notes.refuse(ptxas_notes.notes(result.info_log, ptx, origins), strict_kernels)
     return result
 
 

@@ -55,7 +55,7 @@ class KernelBuilder:
     """Builds one Kernel. Use as a context manager; leaving the block verifies the kernel."""
 
     def __init__(self, name: str, *, arch: str | None = None, ptx=None, debug: bool = False, verify: bool | None = None,
-                 loc=None, **directives):
+                 strict: bool = False, loc=None, **directives):
         self._loc_override: SourceLoc | None = None
         self.verify = verify if verify is not None else os.environ.get("PTXDSL_VERIFY", "1") not in ("0", "")
         self._allow: frozenset = frozenset()
@@ -66,7 +66,9 @@ class KernelBuilder:
             limits.identifier("kernel name", name)
         except PtxdslError as e:
             raise e.at(loc) from None
-        self.kernel = Kernel(name=name, arch=arch, ptx=ptx, debug=debug, loc=loc)
+        if not isinstance(strict, bool):
+            raise DSLError(f"kernel {name!r}: strict={strict!r} breaks 'True or False'", loc)
+        self.kernel = Kernel(name=name, arch=arch, ptx=ptx, debug=debug, loc=loc, strict=strict)
         try:
             self.kernel.directives = _check_directives(directives)
         except PtxdslError as e:
@@ -293,12 +295,15 @@ class KernelBuilder:
     @_located
     def cvt(self, type, src, lo=None, *, rnd=None, sat=False, relu=False, satfinite=False, stype=None,
             out=None) -> Reg:
-        """cvt{.rnd}{.sat}.type.stype d, src: convert src to `type`. With lo, or type 'f16x2' / 'bf16x2':
-        cvt.rnd{.relu}{.satfinite}.type.f32 d, src, lo packs two .f32 values into one .b32 register, src in
-        the upper half and lo in the lower (rnd .rn by default)."""
-        pack = lo is not None or (isinstance(type, str) and type.lstrip(".") in core.PAIRS)
+        """cvt{.rnd}{.sat}.type.stype d, src: convert src to `type`. With lo, or type 'f16x2' / 'bf16x2' /
+        'e4m3x2' / 'e5m2x2': cvt.rnd{.relu}{.satfinite}.type.f32 d, src, lo packs two .f32 values into one .b32
+        register (.b16 for the FP8 pairs), src in the upper half and lo in the lower (rnd .rn by default). With
+        stype 'e4m3x2' / 'e5m2x2': cvt.rn{.relu}.f16x2.stype d, src widens the FP8 pair in a .b16 register."""
         given = {name: v for name, v in (("rnd", rnd), ("sat", sat), ("relu", relu), ("satfinite", satfinite),
                                          ("stype", stype)) if v is not None and v is not False}
+        if isinstance(stype, str) and stype.lstrip(".") in core.FP8_PAIRS:
+            return self._op(core.CvtUnpack, type=type, src=src, out=out, **given)
+        pack = lo is not None or (isinstance(type, str) and type.lstrip(".") in core.PAIRS)
         if pack:
             return self._op(core.CvtPack, type=type, src=src, lo=lo, out=out, **given)
         return self._op(core.Cvt, type=type, src=src, out=out, **given)
@@ -647,7 +652,8 @@ def kernel(name: str, **kw) -> KernelBuilder:
 
     Options: arch / ptx pin .target / .version; verify=False (default: the PTXDSL_VERIFY environment
     variable, else True) leaves the verifier's rules to an explicit `ptxdsl.verify.check(kernel)`; debug=True (or a timeout in seconds) bounds every
-    wait loop; directives
+    wait loop; strict=True makes assembling refuse ptxas's notes on a serialised wgmma pipeline (ptxdsl.ptxas_notes:
+    without it they are warnings that `ptxdsl check` prints); directives
     reqntid, maxntid, minnctapersm, maxnreg, reqnctapercluster, explicitcluster, maxclusterrank.
     """
     return KernelBuilder(name, loc=SourceLoc.caller(), **kw)

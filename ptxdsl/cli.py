@@ -163,10 +163,12 @@ def cmd_check(args) -> int:
                 failed += 1
                 continue
             ptx = emit(_module_of(kernels, args))
-            res = assemble(ptx.text, _asm_arch(args), origins=ptx.origins)
+            res = assemble(ptx, _asm_arch(args), strict=True if args.strict else None)
             print(f"{path}: {len(kernels)} kernel(s), PTX {ptx.target.version} {ptx.target.arch}; assembled for "
                   f"{_asm_arch(args)}:")
             print(res.report())
+            for note in res.notes(ptx):             # ptxas serialised a wgmma pipeline: a warning, per line
+                print(note)
             if args.launch is not None or args.grid is not None or args.block is not None:
                 for k in kernels:
                     _check_launch(k, args)
@@ -358,6 +360,9 @@ def main(argv=None) -> int:
                            "specs): the run of the CTA's threads with the loop bounds and grid of a real launch")
             p.add_argument("--grid", metavar="X[,Y,Z]", help="the launch's grid for --launch (default 1)")
             p.add_argument("--block", metavar="X[,Y,Z]", help="the launch's block for --launch (default .reqntid)")
+            p.add_argument("--strict", action="store_true",
+                           help="fail when ptxas serialises a wgmma pipeline (its C75xx notes), as a kernel made "
+                           "with strict=True does")
         if name == "run":
             p.add_argument("--emit-only", action="store_true",
                            help="emit and assemble only; run nothing (exit 0 without a GPU)")

@@ -89,6 +89,8 @@ def prepare(ptx, arch: str, *, driver: tuple[int, int], line_info: bool = False)
         if e.rule != "nvJitLink":           # ptxas refused the PTX: the driver's ptxas would too
             raise
         return _jit(arch, None, f"nvJitLink cannot target {arch}: {e.message}")
+    for note in asm.notes(ptx):
+        log.warning("%s", note)
     if asm.setmaxnreg_dropped:
         return _jit(arch, asm, "nvJitLink compiles PTX as relocatable code, which drops setmaxnreg (ptxas info "
                                "C7504); the driver JIT's whole-program compile keeps it")

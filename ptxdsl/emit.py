@@ -33,6 +33,7 @@ class KernelInfo:
     debug_checks: list = field(default_factory=list)  # [(loc, kind, expected, what)]: a debug kernel's device checks
     launch_checks: object = None                      # ptxdsl.verify.launch.LaunchPlan: ptxdsl.verify.check_launch
     dynamic_shared_align: int = 16                    # the .align of the module's .extern .shared window
+    strict: bool = False                              # a serialised wgmma pipeline is an error (ptxas_notes)
 
 
 @dataclass
@@ -78,7 +79,7 @@ def emit(obj, *, arch: str | None = None, ptx=None, source_comments: bool = Fals
         _KernelEmitter(k, w).emit()
         infos[k.name] = KernelInfo(k.name, list(k.params), k.dynamic_shared_bytes, k.cluster_dims, k.debug,
                                    watchdog.sites(k), _cluster_only_op(k), watchdog.check_descriptions(k),
-                                   _launch_plan(k), k.dynamic_align)
+                                   _launch_plan(k), k.dynamic_align, k.strict)
     return PTX("".join(w.parts), target, w.origins, infos)
 
 

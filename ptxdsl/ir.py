@@ -270,6 +270,7 @@ class Kernel:
     debug: bool | float = False     # True, or the seconds a debug-mode wait spins before it traps
     loc: SourceLoc | None = None
     wait_sites: list = field(default_factory=list)    # WaitLoop objects in build order (debug reports)
+    strict: bool = False            # assembling refuses ptxas's notes on a serialised wgmma pipeline (ptxas_notes)
 
     def new_reg(self, t: ScalarType, space: str | None = None) -> Reg:
         cls = t.reg_class

@@ -1,5 +1,5 @@
-"""The `ptxdsl` logger: each compile stage's time and the cubin cache's hits and misses at DEBUG level, and why a
-module goes to the driver JIT at INFO level.
+"""The `ptxdsl` logger: each compile stage's time and the cubin cache's hits and misses at DEBUG level, why a
+module goes to the driver JIT at INFO level, and ptxas's notes on a serialised wgmma pipeline at WARNING level.
 
 Silent unless the application configures logging (the logger carries a NullHandler, as libraries' loggers do):
 
@@ -44,6 +44,12 @@ def info(msg: str, *args) -> None:
     lg = logger()
     if lg is not None:
         lg.info(msg, *args)
+
+
+def warning(msg: str, *args) -> None:
+    lg = logger()
+    if lg is not None:
+        lg.warning(msg, *args)
 
 
 @contextlib.contextmanager

@@ -90,6 +90,13 @@ class Program:
             module = load_ptx(self.ptx.text, name=name, line_info=line_info, verbose=True)
         if module.info_log:
             log.debug("driver JIT log of %s:\n%s", name, module.info_log)
+            if "C75" in module.info_log:
+                from . import ptxas_notes
+
+                found = ptxas_notes.notes(module.info_log, self.ptx)
+                for note in found:
+                    log.warning("%s", note)
+                ptxas_notes.refuse(found, {n for n, info in self.ptx.kernels.items() if info.strict})
         return module
 
     def __getitem__(self, name: str) -> "Launcher":

@@ -64,7 +64,8 @@ VERIFIES = {
     "VoteSyncBallot": "test_warp_vote", "Activemask": "test_warp_vote", "BarWarpSync": "test_warp_sum",
     "Ldmatrix": "test_matrix_ops.py (the transpose, the fragment layout)",
     "Stmatrix": "test_matrix_ops.py (the transpose, the fragment layout)",
-    "CvtPack": "test_matrix_ops.py (the transpose, test_packing_cvt_on_the_gpu)",
+    "CvtPack": "test_matrix_ops.py (the transpose, test_packing_cvt_on_the_gpu, test_fp8_pair_cvt_on_the_gpu)",
+    "CvtUnpack": "test_matrix_ops.py (test_fp8_pair_cvt_on_the_gpu)",
     ".reqntid": "every kernel", ".reqnctapercluster": "test_multicast_load (2 CTAs)",
     ".explicitcluster": "test_multicast_load (4 CTAs), test_cluster_remote_stores, test_bulk_copies_round_trip",
 }

@@ -844,8 +844,8 @@ def _printed(cls) -> int:
 def test_every_declared_combination_round_trips_through_ptxd(shapes):
     """The printer spells every op the builder can make: every combination of every declaration (with every
     operand shape the declaration allows; for an op with register lists, PRINTED_LISTS forms: each qualifier
-    value and shape, and an even spread of the rest), built into kernels, prints as .ptxd that reads back to the same IR and the
-    same PTX."""
+    value and shape, and an even spread of the rest), built into kernels, prints as .ptxd that reads back to the
+    same IR and the same PTX."""
     import declared as D
     from ptxdsl.isa.decl import OPS
 

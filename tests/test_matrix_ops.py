@@ -268,8 +268,49 @@ def packs():
     return k
 
 
+FP8_PACKS = (("e4m3x2", {}), ("e5m2x2", {}), ("e4m3x2", {"relu": True}), ("e5m2x2", {"relu": True}))
+FP8_MAX = {"e4m3x2": 448.0, "e5m2x2": 57344.0}
+
+
+def fp8_packs():
+    """Every lane packs src[0], src[1] into each FP8 pair of FP8_PACKS (a .b16 word) and widens the word back to an
+    f16x2 (.relu on the way back for the pairs packed without it, which keep their negative values); lane 0 stores
+    the .b16 words to dst[0:2] (as two u32) and the widened pairs to dst[2:6]."""
+    with px.kernel("fp8_packs", reqntid=32) as k:
+        src, dst = k.param_ptr("src"), k.param_ptr("dst")
+        a, b = k.ld("f32", src, vec=2)
+        pairs = [k.cvt(type_, a, b, **kw) for type_, kw in FP8_PACKS]
+        wide = [k.cvt("f16x2", p, stype=type_, relu=not kw) for p, (type_, kw) in zip(pairs, FP8_PACKS)]
+        with k.if_(k.setp("eq", k.tid_x(), 0)):
+            k.st("b16", dst, tuple(pairs))
+            k.st("b32", k.add(dst, k.mov(8, px.u64)), tuple(wide))
+    return k
+
+
+def test_fp8_pair_conversions_spell_as_ptx_and_refuse_what_ptxas_rejects():
+    with px.kernel("fp8", verify=False) as k:
+        a = k.mov(1.5, px.f32)
+        pair = k.cvt("e4m3x2", a, a)
+        k.cvt("e5m2x2", a, a, relu=True)
+        k.cvt("f16x2", pair, stype="e4m3x2")
+        k.cvt("f16x2", pair, stype=".e5m2x2", relu=True)
+        for bad, match in ((lambda: k.cvt("e4m3x2", a, a, rnd="rz"), "rounded to nearest"),
+                           (lambda: k.cvt("f16x2", a, stype="e4m3x2"), r"expected a 16-bit operand"),
+                           (lambda: k.cvt("f16x2", 0x3C3C, stype="e4m3x2"), "expected a register"),
+                           (lambda: k.cvt("bf16x2", pair, stype="e4m3x2"), "type='bf16x2' is not allowed"),
+                           (lambda: k.cvt("e4m3x2", a, a, out=k.reg(px.b32)), r"expected a \.b16 destination")):
+            with pytest.raises(px.DSLError, match=match):
+                bad()
+    ptx = px.emit(k)
+    assert [ln.strip() for ln in ptx.text.splitlines() if ln.strip().startswith("cvt")] == [
+        "cvt.rn.satfinite.e4m3x2.f32 %rs1, %f1, %f1;", "cvt.rn.relu.satfinite.e5m2x2.f32 %rs2, %f1, %f1;",
+        "cvt.rn.f16x2.e4m3x2 %r1, %rs1;", "cvt.rn.relu.f16x2.e5m2x2 %r2, %rs1;"]
+    assert (ptx.target.arch, ptx.target.version) == ("sm_90", "7.8")
+    px.assemble(ptx.text, "sm_90")
+
+
 def test_the_gpu_kernels_build_clean_and_assemble():
-    for k in (fragments(False), fragments(True), packs()):
+    for k in (fragments(False), fragments(True), packs(), fp8_packs()):
         assert check(k) == []
         ptx = px.emit(k)
         px.assemble(ptx.text, ptx.target.arch)
@@ -330,3 +371,35 @@ def test_packing_cvt_on_the_gpu():
                 with np.errstate(over="ignore"):           # 1e5 is inf in f16
                     want = [int(np.array(x).astype(half).view(np.uint16)) for x in (hi, lo)]
             assert (int(word) >> 16, int(word) & 0xFFFF) == tuple(want), (a, b, type_, kw, hex(int(word)))
+
+
+@pytest.mark.gpu
+def test_fp8_pair_cvt_on_the_gpu():
+    """cvt.rn.satfinite{.relu}.e4m3x2/e5m2x2.f32: src to the upper byte, lo to the lower, rounded to nearest even and
+    clamped to the largest finite FP8 value (e4m3: 448, e5m2: 57344); cvt.rn{.relu}.f16x2 of the pair gives the
+    same two values as f16 (.relu: negatives to 0)."""
+    import ml_dtypes
+    import numpy as np
+    from ptxdsl.runtime import DeviceArray
+
+    prog = px.compile(fp8_packs())
+    fp8 = {"e4m3x2": ml_dtypes.float8_e4m3fn, "e5m2x2": ml_dtypes.float8_e5m2}
+    for a, b in ((1.5, -2.0), (1e5, -1e5), (-3.3, 0.1), (300.0, -0.015625)):
+        src = DeviceArray.to_device(np.array([a, b], np.float32))
+        dst = DeviceArray.zeros((len(FP8_PACKS) // 2 + len(FP8_PACKS),), np.uint32)
+        prog["fp8_packs"](src, dst, grid=1, block=32, sync=True)
+        out = dst.to_host()
+        halves = out[:2].view(np.uint16)
+        for i, (type_, kw) in enumerate(FP8_PACKS):
+            x = np.array([a, b], np.float32)
+            if kw.get("relu"):
+                x = np.maximum(x, 0).astype(np.float32)
+            q = np.clip(x, -FP8_MAX[type_], FP8_MAX[type_]).astype(fp8[type_])
+            bits = q.view(np.uint8).astype(int)
+            assert int(halves[i]) == bits[0] << 8 | bits[1], (a, b, type_, kw, hex(int(halves[i])))
+            back = q.astype(np.float32)
+            if not kw:                          # widened with .relu
+                back = np.maximum(back, 0)
+            want = back.astype(np.float16).view(np.uint16).astype(int)
+            word = int(out[2 + i])
+            assert (word >> 16, word & 0xFFFF) == (want[0], want[1]), (a, b, type_, kw, hex(word))

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import declared as D
 import ptxdsl as px
 from ptxdsl import sreg
-from ptxdsl.errors import PtxdslError
+from ptxdsl.errors import PtxdslError, TargetError
 from ptxdsl.isa.decl import OPS
 from test_lang import assert_round_trip
 
@@ -81,11 +81,14 @@ STATS = {"built": 0, "assembled": 0}
 def test_random_programs_assemble_and_round_trip(programs):
     groups = {}
     for i, items in enumerate(programs):
-        with px.kernel(f"prog{i}", verify=False) as k:
-            ops = D.Operands(k, specs=True)
-            ops.parameters()
-            build(k, ops, items)
         STATS["built"] += 1
+        try:
+            with px.kernel(f"prog{i}", verify=False) as k:
+                ops = D.Operands(k, specs=True)
+                ops.parameters()
+                build(k, ops, items)
+        except TargetError:
+            continue                            # closed as a whole: ops no single target takes (wgmma, sm_100a's)
         try:
             target = px.emit(k).target          # refused as a whole: ops no single target takes, register counts
         except PtxdslError:

@@ -81,7 +81,8 @@ def test_the_four_instructions_spell_as_ptx_and_assemble():
     ({"atype": "tf32"}, (8, px.f32), "m64n16k8.f32.tf32.tf32 {D}, %rd1, %rd2, 1, 1, -1;"),
     ({"atype": "e4m3", "btype": "e5m2", "dtype": "f16"}, (4, px.b32),
      "m64n16k32.f16.e4m3.e5m2 {D}, %rd1, %rd2, 1, 1, -1;"),
-    ({"atype": "s8", "btype": "s8", "satfinite": True}, (12, px.s32), "m64n24k32.satfinite.s32.s8.s8 {D}, %rd1, %rd2, 1;"),
+    ({"atype": "s8", "btype": "s8", "satfinite": True}, (12, px.s32),
+     "m64n24k32.satfinite.s32.s8.s8 {D}, %rd1, %rd2, 1;"),
     ({"atype": "u8", "btype": "s8"}, (16, px.u32), "m64n32k32.s32.u8.s8 {D}, %rd1, %rd2, 1;"),
     ({"atype": "b1"}, (24, px.b32), "m64n48k256.s32.b1.b1.and.popc {D}, %rd1, %rd2, 1;"),
 ])
@@ -174,7 +175,8 @@ def test_effects_are_the_agreed_ones():
     (lambda k, e: k.wgmma_mma_async(e.acc(32), e.da, e.db, atype="f16", satfinite=True), "satfinite is for"),
     (lambda k, e: k.wgmma_mma_async(e.acc(32, px.s32), e.da, e.db, atype="b1", satfinite=True), "satfinite is for"),
     (lambda k, e: k.wgmma_mma_async(e.acc(32), e.da, e.db, atype="bf16", n=128), "takes exactly 64"),
-    (lambda k, e: k.wgmma_mma_async(e.acc(16), e.da, e.db, atype="f16", dtype="f16"), r"expected a register of type \.b32"),
+    (lambda k, e: k.wgmma_mma_async(e.acc(16), e.da, e.db, atype="f16", dtype="f16"),
+     r"expected a register of type \.b32"),
     (lambda k, e: k.wgmma_mma_async(e.acc(16), e.da, e.db, atype="s8"), r"\.s32 or \.u32 or \.b32"),
     (lambda k, e: (lambda d: k.wgmma_mma_async(d[:7] + d[:1], e.da, e.db, atype="bf16"))(e.acc(8)),
      r"d\[7\]=%f1 is also d\[0\]"),
@@ -279,3 +281,36 @@ def test_ptxd_statements_ptxas_would_reject_are_errors(statement, match):
     text = PTXD.replace("    wgmma.fence\n", f"    {statement}\n")
     with pytest.raises(DSLError, match=match):
         lang.loads(text, "bad.ptxd", verify=False)
+
+
+# ------------------------------------------------------------------------- the declared space
+
+
+def test_the_declaration_admits_exactly_the_forms_of_the_ptx_tables():
+    """The (shape, types, .satfinite, A source) the declaration admits are the ISA's table (reference section 3.2),
+    written out here independently: 546 shapes and types, each with A from a descriptor or from registers; and
+    the immediates each family takes."""
+    import declared as D
+
+    floats = {("f16", "f16"): ("f16", "f32"), ("bf16", "bf16"): ("f32",), ("tf32", "tf32"): ("f32",),
+              **{(a, b): ("f16", "f32") for a in ("e4m3", "e5m2") for b in ("e4m3", "e5m2")}}
+    ints = [(a, b) for a in ("s8", "u8") for b in ("s8", "u8")] + [("b1", "b1")]
+    int_n = [8, 16, 24] + list(range(32, 257, 16))
+    want = {(n, d, a, b, False, src) for (a, b), ds in floats.items() for d in ds for n in range(8, 257, 8)
+            for src in ("desc", "regs")}
+    want |= {(n, "s32", a, b, sat, src) for a, b in ints for n in int_n for src in ("desc", "regs")
+             for sat in ((False, True) if a != "b1" else (False,))}
+    valid = D.valid(W.WgmmaMmaAsync)
+    have = {(q["n"], q["dtype"], q["atype"], q["btype"], q["satfinite"], q["a"]) for q in valid}
+    assert len(want) == 1092 and have == want
+    per_form = {}
+    for q in valid:
+        key = (q["atype"], q["a"])
+        per_form.setdefault(key, set()).add((q["imm_scale_a"], q["imm_scale_b"], q["imm_trans_a"], q["imm_trans_b"]))
+    scales = {(x, y) for x in (1, -1) for y in (1, -1)}
+    for (atype, src), imms in per_form.items():
+        trans = {(0, 0)} if atype not in ("f16", "bf16") else {(0, 0), (0, 1)} | ({(1, 0), (1, 1)} if src == "desc"
+                                                                               else set())
+        sc = scales if atype not in ("s8", "u8", "b1") else {(1, 1)}
+        assert imms == {s + t for s in sc for t in trans}, (atype, src)
+    assert len(valid) == 4932

@@ -382,28 +382,59 @@ class Cvt(Op):
         return (fx.Compute(self.d, "cvt", (self.src,), self.type, self.stype.name),)
 
 
-PAIRS = ("f16x2", "bf16x2")
+PAIRS = ("f16x2", "bf16x2", "e4m3x2", "e5m2x2")
+FP8_PAIRS = ("e4m3x2", "e5m2x2")
 
 
 class CvtPack(Op):
     """cvt.rnd{.relu}{.satfinite}.f16x2/bf16x2.f32 d, a, b: round two .f32 values to 16-bit floats packed in one
     .b32 register, a (`src`) in the upper half and b (`lo`) in the lower (.relu clamps negatives to 0,
-    .satfinite clamps to the largest finite value). PTX ISA 7.0 on sm_80; .satfinite from 8.1."""
+    .satfinite clamps to the largest finite value). PTX ISA 7.0 on sm_80; .satfinite from 8.1.
+    cvt.rn.satfinite{.relu}.e4m3x2/e5m2x2.f32 d, a, b: the same into two FP8 values in a .b16 register (a in the
+    upper byte; .satfinite always, .rn only; PTX ISA 7.8 on sm_89)."""
 
     ptx = "cvt.<rnd>{.<relu>}{.<satfinite>}.<type>.<stype>"
     quals = {"rnd": Qual("rn", "rz", default="rn"), "relu": Flag("relu"), "satfinite": Flag("satfinite"),
-             "type": Qual(*PAIRS, aliases={"." + p: p for p in PAIRS}, doc="the packed pair (f16x2, bf16x2)"),
+             "type": Qual(*PAIRS, aliases={"." + p: p for p in PAIRS},
+                          doc="the packed pair (f16x2, bf16x2; e4m3x2, e5m2x2 in a .b16 register)"),
              "stype": TypeQual("f32", default=f32)}
-    operands = (Slot("d", Dst(b32)), Slot("src", Value("stype")), Slot("lo", Value("stype")))
+    operands = (Slot("d", Dst(lambda op: b16 if op.type in FP8_PAIRS else b32)), Slot("src", Value("stype")),
+                Slot("lo", Value("stype")))
     args = ("type", "src", "lo")
+    excludes = (({"type": FP8_PAIRS, "rnd": "rz"}, "an FP8 pair is rounded to nearest (.rn); ptxas takes .rz only "
+                                                   "from PTX 9.4"),)
     floor = Req((7, 0))
-    raises = (({"satfinite": True}, Req((8, 1))),)
+    raises = (({"satfinite": True, "type": ("f16x2", "bf16x2")}, Req((8, 1))), ({"type": FP8_PAIRS}, Req((7, 8))))
+    level = "gpu"
+
+    def settle(self):
+        if self.type in FP8_PAIRS:
+            self.satfinite = True          # PTX requires it: out-of-range values clamp to the largest finite FP8
+
+    def check(self):
+        if self.d.type.kind == "f":
+            raise DSLError(f"{self.what} d={describe(self.d)}: the pair is written to a .b{self.d.type.bits} "
+                           f"register (ptxas takes no float register here)")
+
+
+class CvtUnpack(Op):
+    """cvt.rn{.relu}.f16x2.e4m3x2/e5m2x2 d, a: widen the two FP8 values of a .b16 register to two .f16 values
+    packed in a .b32 register (the upper byte to the upper half; .relu clamps negatives to 0). PTX ISA 7.8 on
+    sm_89."""
+
+    ptx = "cvt.<rnd>{.<relu>}.<type>.<stype>"
+    quals = {"rnd": Qual("rn", default="rn"), "relu": Flag("relu"),
+             "type": Qual("f16x2", default="f16x2", aliases={".f16x2": "f16x2"}, doc="the packed result (f16x2)"),
+             "stype": Qual(*FP8_PAIRS, aliases={"." + p: p for p in FP8_PAIRS}, doc="the FP8 pair (e4m3x2, e5m2x2)")}
+    operands = (Slot("d", Dst(b32)), Slot("src", Value(b16, imm=False)))
+    args = ("type", "src")
+    floor = Req((7, 8))
     level = "gpu"
 
     def check(self):
         if self.d.type.kind == "f":
-            raise DSLError(f"{self.what} d={describe(self.d)}: the pair is written to a .b32 register (ptxas "
-                           f"takes no float register here)")
+            raise DSLError(f"{self.what} d={describe(self.d)}: the pair is written to a .b32 register (ptxas takes "
+                           f"no float register here)")
 
 
 class CvtaSource(Value):

@@ -659,8 +659,9 @@ def reg_list(v) -> tuple:
 
 
 class Registers(Kind):
-    """A brace list of `count` distinct registers (an accumulator fragment, read and written in place). The value is a tuple/list of registers or any object with a `.regs` attribute (a fragment), kept as
-    given. `types(op)` gives the register types the form accepts (the first is the one a test makes)."""
+    """A brace list of `count` distinct registers (an accumulator fragment, read and written in place). The value is a
+    tuple/list of registers or any object with a `.regs` attribute (a fragment), kept as given. `types(op)` gives the
+    register types the form accepts (the first is the one a test makes)."""
 
     shapes = ("vec",)
 

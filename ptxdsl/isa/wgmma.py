@@ -201,7 +201,8 @@ class WgmmaMmaAsync(Op):
     floor = FLOOR
     raises = (({"atype": "s8", "btype": "u8"}, Req((8, 4))), ({"atype": "u8", "btype": "s8"}, Req((8, 4))))
     family = "wgmma"
-    note = "sm_90a only; M = 64"
+    note = ("sm_90a only; M = 64; imm_scale_a/b written on float forms only, imm_trans_a/b on f16/bf16 only "
+            "(imm_trans_a not with A from registers)")
 
     @property
     def popc(self):
@@ -264,7 +265,7 @@ class WgmmaMmaAsync(Op):
 
     def uses(self):
         regs = list(super().uses())
-        if isinstance(self.scale_d, type(None)) or getattr(self.scale_d, "value", None) == 0:
+        if getattr(self.scale_d, "value", None) == 0:          # the immediate 0
             acc = set(map(id, self.acc))
             regs = [r for r in regs if id(r) not in acc]      # scale-d = 0: D is written, not read
         return tuple(regs)
