@@ -8,8 +8,9 @@
 from . import sreg
 from .builder import KernelBuilder, kernel, module
 from .emit import PTX, emit
-from .errors import (AssembleError, CudaError, DSLError, KernelTrap, LaunchError, ParseError, PtxdslError,
-                     SourceLoc, TargetError, TensorMapError, VerifyError)
+from .descriptor import MatrixLayout
+from .errors import (AssembleError, CudaError, DSLError, KernelTrap, LaunchError, LayoutError, ParseError,
+                     PtxdslError, SourceLoc, TargetError, TensorMapError, VerifyError)
 from .ir import Addr, Kernel, Module, TensorMapRef
 from .target import Target
 from .tensormap import TensorMapSpec
@@ -52,7 +53,8 @@ def __dir__():
 
 __all__ = [
     "AssembleError", "Assembled", "Addr", "CudaError", "DSLError", "Kernel", "KernelBuilder", "KernelTrap", "LaunchError",
-    "Module", "PTX", "ParseError", "PtxdslError", "SourceLoc", "Target", "TargetError", "TensorMapError",
+    "LayoutError", "MatrixLayout", "Module", "PTX", "ParseError", "PtxdslError", "SourceLoc", "Target", "TargetError",
+    "TensorMapError",
     "TensorMapRef", "TensorMapSpec", "VerifyError", "assemble", "compile", "emit", "kernel", "module", "sreg",
     "b8", "b16", "b32", "b64", "bf16", "f16", "f32", "f64", "pred", "s8", "s16", "s32", "s64",
     "u8", "u16", "u32", "u64",

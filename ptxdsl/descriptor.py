@@ -131,12 +131,14 @@ def _check_fields(lay) -> None:
 
 
 def _check_overlap(lay) -> None:
-    if lay.lbo_given is None and lay.sbo_given is None:
+    given = [(n, getattr(lay, n)) for n in ("lbo", "sbo") if getattr(lay, n + "_given") is not None]
+    if not given:
         return                                    # the canonical placement is dense
     chunks = lay.chunk_offsets()
     if len(set(chunks)) != len(chunks):
-        given = ", ".join(f"{n}={getattr(lay, n)}" for n in ("lbo", "sbo") if getattr(lay, n + "_given") is not None)
-        raise _broken(lay, given.split("=")[0], given.split("=", 1)[1] if "," not in given else f"({given})",
+        what = ", ".join(n for n, _ in given)
+        shown = ", ".join(str(v) for _, v in given)
+        raise _broken(lay, what if len(given) == 1 else f"({what})", shown if len(given) == 1 else f"({shown})",
                       "overlap", "the tile's 16-byte core-matrix rows do not overlap")
 
 
@@ -192,6 +194,11 @@ class MatrixLayout:
         put("sbo_given", operator.index(sbo) if _is_int(sbo) else sbo)
         put("base_offset", operator.index(base_offset) if _is_int(base_offset) else base_offset)
         self.validate()
+
+    def __repr__(self) -> str:
+        extra = "".join(f", {n}={v!r}" for n, v in (("lbo", self.lbo_given), ("sbo", self.sbo_given),
+                                                    ("base_offset", self.base_offset)) if v)
+        return f"MatrixLayout({self.dtype!r}, {self.rows!r}, {self.k!r}, {self.swizzle!r}, {self.major!r}{extra})"
 
     def validate(self) -> "MatrixLayout":
         """Check the descriptor rules in a fixed order; the first broken one raises LayoutError."""
@@ -427,6 +434,18 @@ class MatrixDescriptor:
             _check_placement(self.buffer, self.layout, offset, loc, moved=True)
         reg = k.add(self.reg, nbytes >> 4) if nbytes else self.reg
         return MatrixDescriptor(k, reg, self.buffer, self.layout, offset)
+
+    def at_row(self, row: int) -> "MatrixDescriptor":
+        """The descriptor of the tile's rows from `row` on (a multiple of 8; of the atom column's width for a
+        swizzled MN-major tile): the A of a second consumer warpgroup (row 64), or a slice of B's N. Its layout
+        stays the whole tile's, so `advance_k` steps as the tile's K steps lie."""
+        lay, loc = self.layout, SourceLoc.caller()
+        unit = 8 if lay.major == "K" or lay.swizzle == "none" else lay.width * 8 // lay.elem_bits
+        if not _is_int(row) or row % unit or not 0 <= row < lay.rows:
+            raise LayoutError(f"row={row!r} breaks 'a row of the {lay.rows}-row tile that starts a group of {unit} "
+                              f"(rows 0..{lay.rows - 1})'", loc=loc, rule="descriptor.row")
+        step = lay.byte_offset(row, 0) if row else 0
+        return self.advance(step) if step else self
 
     def advance_k(self, j) -> "MatrixDescriptor":
         """The descriptor of K step j of the tile (j: 0 .. layout.k_steps - 1, an integer: one add; or a u32

@@ -17,7 +17,7 @@ below use them. An epilogue written with `Accumulator` never spells them: `eleme
 from __future__ import annotations
 
 from .errors import LayoutError, SourceLoc
-from .types import b32, f32, s32, u32
+from .types import b32, f32, s32
 
 WARPGROUP = 128
 ACC_DTYPES = ("f32", "f16", "s32")
@@ -26,6 +26,7 @@ ACC_DTYPES = ("f32", "f16", "s32")
 N_FLOAT = tuple(range(8, 257, 8))
 N_INTEGER = (8, 16, 24, 32) + tuple(range(48, 257, 16))
 A_BITS = {"bf16": 16, "f16": 16, "tf32": 32, "e4m3": 8, "e5m2": 8, "s8": 8, "u8": 8, "b1": 1}
+PACKS = ("bf16", "f16", "e4m3", "e5m2")          # what an f32 accumulator packs into (pairs)
 A_K = {"bf16": 16, "f16": 16, "tf32": 8, "e4m3": 32, "e5m2": 32, "s8": 32, "u8": 32, "b1": 256}
 
 
@@ -92,18 +93,87 @@ class Index:
         return f"Index({self.base} + {self.offset})"
 
 
-class _Lane:
-    """The thread's lane and warp in its warpgroup (computed where it is used: a register made inside one
-    branch is not defined in another)."""
+class HostLane:
+    """The builder calls the row addressing makes, evaluated on integers for one thread: what the emitted code
+    computes in thread `tid` with the buffer at shared address `base` (tests and docs run the same code)."""
 
-    def __init__(self, k):
-        tid = k.tid_x()
-        self.lane = k.and_(tid, 31)
-        self.warp = k.and_(k.shr(tid, 5), 3)                    # warp within the warpgroup
+    def __init__(self, tid: int, base: int = 0):
+        self.tid, self.base = tid, base
+
+    def tid_x(self):
+        return self.tid
+
+    def mov(self, buf, *_):
+        return self.base
+
+    def and_(self, a, b):
+        return a & b
+
+    def xor(self, a, b):
+        return a ^ b
+
+    def shr(self, a, b):
+        return a >> b
+
+    def shl(self, a, b):
+        return (a << b) & 0xFFFFFFFF
+
+    def add(self, a, b):
+        return (a + b) & 0xFFFFFFFF
+
+    def mul(self, a, b):
+        return (a * b) & 0xFFFFFFFF
+
+    def mad(self, a, b, c, **_):
+        return (a * b + c) & 0xFFFFFFFF
+
+    @staticmethod
+    def at(base, offset: int):
+        return base + offset
 
 
-def _lane(k) -> _Lane:
-    return _Lane(k)
+def _at(ops, base, offset: int):
+    """base + offset as an address operand: [reg+imm] in a kernel, the sum on the host."""
+    if isinstance(ops, HostLane):
+        return base + offset
+    from .ir import Addr
+
+    return Addr(base, offset) if offset else base
+
+
+def row_addresses(ops, buf, blocks, *, row_pitch: int | None = None, layout=None, offset=0, row: int = 0) -> list:
+    """The address each lane gives ldmatrix/stmatrix .x4 for 16-column blocks `blocks` (32 bytes of 16-bit values
+    each) of a warpgroup's 64 rows starting at tile row `row`: lane l of warp w addresses row 16w + (l & 15),
+    columns 16b + 8 * ((l >> 4) & 1), so matrices 0-3 are (rows 0-7, 8-15) x (columns 0-7, 8-15) of the block.
+    The tile is row-major with rows `row_pitch` bytes apart, or placed as `layout` says (a K-major MatrixLayout
+    whose K is the columns: the placement a TMA store of that swizzle reads), swizzle XOR included. `ops` is the
+    kernel builder, or a HostLane to compute the same on the host."""
+    tid = ops.tid_x()
+    lane, warp = ops.and_(tid, 31), ops.and_(ops.shr(tid, 5), 3)
+    r = ops.add(ops.and_(lane, 15), ops.shl(warp, 4))
+    if row:
+        r = ops.add(r, row)
+    half = ops.and_(ops.shr(lane, 4), 1)
+    base = ops.mov(buf)
+    if offset is not None and not (isinstance(offset, int) and offset == 0):
+        base = ops.add(base, offset)
+    if layout is None:
+        lanebase = ops.mad(r, row_pitch, ops.mad(half, 16, base))
+        return [_at(ops, lanebase, 32 * b) for b in blocks]
+    w = layout.width
+    rowpart = ops.mad(ops.shr(r, 3), layout.sbo, ops.shl(ops.and_(r, 7), w.bit_length() - 1))
+    if layout.swizzle == "none":                   # core matrices: 16-byte column chunks LBO apart
+        lanebase = ops.mad(half, layout.lbo, ops.add(base, rowpart))
+        return [_at(ops, lanebase, 2 * b * layout.lbo) for b in blocks]
+    mask = {32: 0x10, 64: 0x30, 128: 0x70}[w]
+    y = ops.xor(ops.shl(half, 4), ops.and_(ops.shr(rowpart, 3), mask))      # the 16-byte half, swizzled
+    lanebase = ops.add(base, rowpart)
+    out = []
+    for b in blocks:
+        cb = 32 * b
+        z = ops.xor(y, cb % w) if cb % w else y
+        out.append(_at(ops, ops.add(lanebase, z), cb // w * layout.column_bytes))
+    return out
 
 
 def _check_buffer(buf, row_pitch, loc) -> None:
@@ -114,19 +184,6 @@ def _check_buffer(buf, row_pitch, loc) -> None:
     if isinstance(row_pitch, bool) or not isinstance(row_pitch, int) or row_pitch % 16 or row_pitch <= 0:
         raise LayoutError(f"row_pitch={row_pitch!r} breaks 'a positive multiple of 16 bytes (ldmatrix/stmatrix rows "
                           f"are 16-byte aligned)'", loc=loc, rule="fragment.pitch")
-
-
-def _tile_row_address(k, buf, row_pitch: int, offset):
-    """The shared address of this lane's row for ldmatrix/stmatrix .x4 over a warpgroup's 64-row tile: row
-    16w + (l & 15), 16-byte half (l >> 4) & 1 (lanes 0-7 rows 0-7, 8-15 rows 8-15 of the first 8 columns,
-    16-31 the same rows' next 8 columns)."""
-    ln = _lane(k)
-    row = k.add(k.and_(ln.lane, 15), k.shl(ln.warp, 4))
-    half = k.and_(k.shr(ln.lane, 4), 1)
-    addr = k.mad(row, row_pitch, k.mad(half, 16, k.mov(buf)))
-    if isinstance(offset, int) and not isinstance(offset, bool):
-        return k.add(addr, offset) if offset else addr
-    return k.add(addr, offset)
 
 
 def _check_static_offset(buf, offset, nbytes_needed: int, loc) -> None:
@@ -183,8 +240,9 @@ class Accumulator:
 
     def base(self, k) -> tuple:
         """This thread's (row, column) base: u32 registers 16w + g and 2t."""
-        ln = _lane(k)
-        return k.add(k.shr(ln.lane, 2), k.shl(ln.warp, 4)), k.shl(k.and_(ln.lane, 3), 1)
+        tid = k.tid_x()
+        lane, warp = k.and_(tid, 31), k.and_(k.shr(tid, 5), 3)
+        return k.add(k.shr(lane, 2), k.shl(warp, 4)), k.shl(k.and_(lane, 3), 1)
 
     def elements(self, k) -> list[tuple]:
         """(register, row, column) for every register, rows and columns as `Index` values (the thread's base
@@ -212,7 +270,8 @@ class Accumulator:
 
     def load_columns(self, k, ptr, dtype=f32) -> tuple:
         """Per-column values for this thread's registers: v[i] = ptr[column of register i] (a global vector of
-        N elements of `dtype`, e.g. a bias), loaded once per distinct column (ld.global.v2 per 8-column block)."""
+        N elements of `dtype`, e.g. a bias), loaded once per distinct column (ld.global.v2 per 8-column block).
+        For an .f16 accumulator v[i] is the pair (low half's column, high half's)."""
         from .types import scalar_type
 
         t = scalar_type(dtype)
@@ -221,8 +280,8 @@ class Accumulator:
         from .ir import Addr
 
         loaded = {b: k.ld(t, Addr(start, 8 * b * t.nbytes) if b else start, vec=2) for b in range(self.n // 8)}
-        if self.dtype == "f16":
-            return tuple(loaded[i >> 1][0] for i in range(len(self.regs)))        # low half's column
+        if self.dtype == "f16":                      # a register holds two columns: the pair of values
+            return tuple(loaded[i >> 1] for i in range(len(self.regs)))
         return tuple(loaded[i >> 2][i & 1] for i in range(len(self.regs)))
 
     def load_rows(self, k, ptr, dtype=f32) -> tuple:
@@ -240,12 +299,14 @@ class Accumulator:
         return tuple(hi if (i * e >> 1) & 1 else lo for i in range(len(self.regs)))
 
     def pack(self, k, dtype: str = "bf16") -> tuple:
-        """The accumulator as 16-bit pairs, one .b32 register per two columns, in the order ldmatrix/stmatrix
-        use: register j = (element 2j + 1 high, element 2j low), cvt.rn.{bf16x2,f16x2}.f32 (a .f16 accumulator
-        already is that, for dtype 'f16')."""
+        """The accumulator as pairs of narrower floats, in the order ldmatrix/stmatrix use: pair j = (element 2j + 1
+        high, element 2j low), so pair j holds columns c and c + 1 of one row. bf16/f16: one .b32 register per
+        pair (cvt.rn.{bf16x2,f16x2}.f32; a .f16 accumulator already is that, for 'f16'); e4m3/e5m2: one .b16
+        register per pair (cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32: out-of-range values clamp to the largest
+        finite)."""
         loc = SourceLoc.caller()
-        if dtype not in ("bf16", "f16"):
-            raise LayoutError(f"dtype={dtype!r} breaks 'pack converts to bf16 or f16 pairs'", loc=loc,
+        if dtype not in PACKS:
+            raise LayoutError(f"dtype={dtype!r} breaks 'pack converts to one of {', '.join(PACKS)}'", loc=loc,
                               rule="fragment.pack")
         if self.dtype == "f16":
             if dtype != "f16":
@@ -256,27 +317,56 @@ class Accumulator:
             raise LayoutError(f"dtype={self.dtype!r} accumulator breaks 'pack converts an f32 accumulator'",
                               loc=loc, rule="fragment.pack")
         r = self.regs
-        return tuple(k.cvt(f"{dtype}x2", r[2 * j + 1], r[2 * j]) for j in range(len(r) // 2))
+        fp8 = {"satfinite": True} if dtype in ("e4m3", "e5m2") else {}
+        return tuple(k.cvt(f"{dtype}x2", r[2 * j + 1], r[2 * j], **fp8) for j in range(len(r) // 2))
 
-    def store(self, k, buf, row_pitch: int, offset=0, *, dtype: str = "bf16") -> None:
-        """Store the accumulator as a row-major 64 x N tile of 16-bit `dtype` at `offset` bytes into the shared
-        buffer `buf`, rows `row_pitch` bytes apart: pack, then stmatrix.x4 per 16 columns (lane l addresses row
-        16w + (l & 15), columns 16b + 8 * ((l >> 4) & 1)). All 128 threads of the warpgroup call it."""
+    def store(self, k, buf, row_pitch: int | None = None, offset=0, *, dtype: str = "bf16", layout=None,
+              row: int = 0) -> None:
+        """Store the accumulator as 16-bit `dtype` into the shared buffer `buf`: pack, then one stmatrix.x4 per 16
+        columns. The tile is row-major, rows `row_pitch` bytes apart from `offset` bytes into `buf`; or, with
+        `layout=` (a K-major MatrixLayout of 64 or more rows whose K is the N columns), placed and swizzled as a
+        TMA store of that swizzle reads it (`MatrixLayout.for_tensormap` of the store's map). `row`: the tile
+        row where this warpgroup's 64 rows start (a multiple of 8). All 128 threads of the warpgroup call it."""
         loc = SourceLoc.caller()
-        if isinstance(row_pitch, int) and not isinstance(row_pitch, bool) and row_pitch < 2 * self.n:
-            raise LayoutError(f"row_pitch={row_pitch!r} breaks 'a row holds N = {self.n} 16-bit values "
-                              f"({2 * self.n} bytes)'", loc=loc, rule="fragment.pitch")
+        if dtype not in ("bf16", "f16"):
+            raise LayoutError(f"dtype={dtype!r} breaks 'stmatrix stores 16-bit values: bf16 or f16'", loc=loc,
+                              rule="fragment.pack")
         if self.n % 16:
             raise LayoutError(f"n={self.n} breaks 'stmatrix.x4 stores 16 columns at a time: N is a multiple of 16'",
                               loc=loc, rule="fragment.n")
-        _check_buffer(buf, row_pitch, loc)
-        _check_static_offset(buf, offset, 63 * row_pitch + 2 * self.n, loc)
+        _check_target(buf, row_pitch, layout, offset, row, 64, 2 * self.n, dtype, loc)
         q = self.pack(k, dtype)
-        addr = _tile_row_address(k, buf, row_pitch, offset)
-        from .ir import Addr
+        for b, addr in enumerate(row_addresses(k, buf, range(self.n // 16), row_pitch=row_pitch, layout=layout,
+                                               offset=offset, row=row)):
+            k.stmatrix(addr, q[4 * b:4 * b + 4])
 
-        for b in range(self.n // 16):
-            k.stmatrix(Addr(addr, 32 * b) if b else addr, q[4 * b:4 * b + 4])
+
+def _check_target(buf, row_pitch, layout, offset, row, rows: int, row_bytes: int, dtype: str, loc) -> None:
+    """The checks of a 64-row tile of `row_bytes` bytes per row at `offset`/`row` in `buf`, row-major with
+    `row_pitch` or placed by `layout`."""
+    from .descriptor import MatrixLayout, _check_placement
+
+    if isinstance(row, bool) or not isinstance(row, int) or row < 0 or row % 8:
+        raise LayoutError(f"row={row!r} breaks 'a non-negative multiple of 8'", loc=loc, rule="fragment.row")
+    if (row_pitch is None) == (layout is None):
+        raise LayoutError(f"row_pitch={row_pitch!r}, layout={layout!r} breaks 'exactly one of row_pitch= (a "
+                          f"row-major tile) and layout= (a MatrixLayout)'", loc=loc, rule="fragment.pitch")
+    if layout is None:
+        if isinstance(row_pitch, int) and not isinstance(row_pitch, bool) and 0 < row_pitch < row_bytes:
+            raise LayoutError(f"row_pitch={row_pitch!r} breaks 'a row holds {row_bytes // 2} 16-bit values "
+                              f"({row_bytes} bytes)'", loc=loc, rule="fragment.pitch")
+        _check_buffer(buf, row_pitch, loc)
+        _check_static_offset(buf, offset, (row + rows - 1) * row_pitch + row_bytes, loc)
+        return
+    _check_buffer(buf, 16, loc)
+    if not isinstance(layout, MatrixLayout) or layout.major != "K" or layout.dtype != dtype:
+        raise LayoutError(f"layout={layout!r} breaks 'a K-major MatrixLayout of {dtype} (its K is the tile's "
+                          f"columns)'", loc=loc, rule="fragment.layout")
+    if layout.k * 2 != row_bytes or row + rows > layout.rows:
+        raise LayoutError(f"layout={layout!r} breaks 'k = {row_bytes // 2} columns and rows >= row + {rows} = "
+                          f"{row + rows}'", loc=loc, rule="fragment.layout")
+    if isinstance(offset, int) and not isinstance(offset, bool):
+        _check_placement(buf, layout, offset, loc)
 
 
 class AFragment:
@@ -297,22 +387,24 @@ class AFragment:
         """(row, K index) that element i (register i // values, low part first) of thread `tid` holds."""
         return a_coord(self.dtype, tid, i)
 
-    def load(self, k, buf, row_pitch: int, offset=0, *, k_step: int = 0) -> "AFragment":
-        """ldmatrix.x4 K step `k_step` of a row-major 64 x K tile of 16-bit elements at `offset` bytes into `buf`
-        (rows `row_pitch` bytes apart). Issue wgmma.fence after it, before the mma_async that reads it."""
+    def load(self, k, buf, row_pitch: int | None = None, offset=0, *, k_step: int = 0, layout=None,
+             row: int = 0) -> "AFragment":
+        """ldmatrix.x4 K step `k_step` of a 64 x K tile of 16-bit elements in the shared buffer `buf`: row-major
+        with rows `row_pitch` bytes apart from `offset`, or placed as the K-major `layout` says (a tile written by
+        TMA, swizzle included); `row`: where this warpgroup's 64 rows start. Issue wgmma.fence after it, before
+        the mma_async that reads it."""
         loc = SourceLoc.caller()
         if A_BITS[self.dtype] != 16:
             raise LayoutError(f"dtype={self.dtype!r} breaks 'ldmatrix loads 16-bit A fragments (bf16, f16)'",
                               loc=loc, rule="fragment.ldmatrix")
         if isinstance(k_step, bool) or not isinstance(k_step, int) or k_step < 0:
             raise LayoutError(f"k_step={k_step!r} breaks 'a non-negative integer'", loc=loc, rule="fragment.k-step")
-        if isinstance(row_pitch, int) and row_pitch < 32 * (k_step + 1):
-            raise LayoutError(f"k_step={k_step} breaks 'the step's 32 bytes lie inside a {row_pitch}-byte row'",
+        width = layout.k * 2 if layout is not None and hasattr(layout, "k") else row_pitch
+        if isinstance(width, int) and width < 32 * (k_step + 1):
+            raise LayoutError(f"k_step={k_step} breaks 'the step's 32 bytes lie inside a {width}-byte row'",
                               loc=loc, rule="fragment.k-step")
-        _check_buffer(buf, row_pitch, loc)
-        _check_static_offset(buf, offset, 63 * row_pitch + 32 * (k_step + 1), loc)
-        addr = _tile_row_address(k, buf, row_pitch, offset)
-        from .ir import Addr
-
-        k.ldmatrix(Addr(addr, 32 * k_step) if k_step else addr, out=self.regs)
+        row_bytes = 32 * (k_step + 1) if layout is None else width
+        _check_target(buf, row_pitch, layout, offset, row, 64, row_bytes, self.dtype, loc)
+        (addr,) = row_addresses(k, buf, [k_step], row_pitch=row_pitch, layout=layout, offset=offset, row=row)
+        k.ldmatrix(addr, out=self.regs)
         return self

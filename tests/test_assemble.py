@@ -161,7 +161,8 @@ def test_tma_module_sm90a():
     assert r.const_bytes > 0
 
 
-MAX_REGISTERS = {"pipe_splitsum": 96}      # 32 f32 accumulators per thread
+MAX_REGISTERS = {"pipe_splitsum": 96,       # 32 f32 accumulators per thread
+                 "wgmma_tile": 128}         # 64 f32 accumulators per thread (m64n128)
 MORE_KERNELS = {"pipe_splitsum": {"pipe_splitsum", "pipe_splitsum_ordered"},     # examples with two kernels
                 "pipe_varlen": {"pipe_varlen", "pipe_varlen_shared_maps"}}
 

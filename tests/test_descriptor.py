@@ -84,7 +84,7 @@ RULES = [
     (dict(sbo=FIELD_MAX + 16), "layout.field-range", f"sbo={FIELD_MAX + 16}"),
     (dict(lbo=-16, swizzle="none"), "layout.field-range", "lbo=-16"),
     (dict(sbo=512), "layout.overlap", "sbo=512"),
-    (dict(swizzle="none", lbo=128, sbo=128), "layout.overlap", "lbo=128"),
+    (dict(swizzle="none", lbo=128, sbo=128), "layout.overlap", "(lbo, sbo)=(128, 128)"),
     (dict(base_offset=8), "layout.base-offset", "base_offset=8"),
     (dict(rows=256, k=512), "layout.size", "nbytes=262144"),
 ]
@@ -270,3 +270,36 @@ def test_byte_offset_agrees_with_k_steps(lay, data):
     (MN-major)."""
     j = data.draw(st.integers(0, lay.k_steps - 1))
     assert lay.byte_offset(0, j * lay.k_step) == lay.k_offset(j)
+
+
+def test_at_row_keeps_the_tiles_k_steps():
+    """The second consumer's A (rows 64-127) of a 128 x 128 K tile loaded as two 128B boxes: +8192 bytes, and
+    K step 4 is in the second atom column of the whole tile (+16384), not of a 64-row tile (+8192)."""
+    lay = MatrixLayout("bf16", 128, 128, "128B")
+    with px.kernel("rows", reqntid=256, arch="sm_90a") as k:
+        a = k.shared("a", lay.nbytes, align=1024, dynamic=True)
+        top = k.matrix_descriptor(a, lay)
+        second = top.at_row(64)
+        steps = [second.advance_k(j) for j in range(lay.k_steps)]
+        out = k.param_ptr("out")
+        k.st(px.u64, out, steps[-1].reg)
+    assert second.offset == 8192 and second.layout is lay
+    assert [s.offset for s in steps] == [8192 + lay.k_offset(j) for j in range(8)]
+    assert steps[4].offset == 8192 + 16384
+    assert top.at_row(0) is top
+    with pytest.raises(LayoutError, match="descriptor.row"):
+        top.at_row(60)
+    mn = MatrixLayout("bf16", 128, 64, "128B", "MN")
+    with px.kernel("rows2", reqntid=128, arch="sm_90a", verify=False) as k:
+        d = k.matrix_descriptor(k.shared("b", mn.nbytes, align=1024, dynamic=True), mn)
+        assert d.at_row(64).offset == mn.lbo
+        with pytest.raises(LayoutError, match="group of 64"):
+            d.at_row(8)
+
+
+def test_repr_is_the_constructor_call():
+    assert repr(MatrixLayout("bf16", 64, 64)) == "MatrixLayout('bf16', 64, 64, '128B', 'K')"
+    padded = MatrixLayout("f16", 64, 64, "none", "MN", lbo=2048, sbo=256)
+    assert repr(padded) == "MatrixLayout('f16', 64, 64, 'none', 'MN', lbo=2048, sbo=256)"
+    with pytest.raises(LayoutError, match="layout.field-type"):
+        MatrixLayout("bf16", 64, 64, sbo="1024")

@@ -60,7 +60,7 @@ def run(case: TmaCase, test: str) -> None:
     diff.check_case(case, test=test, minimal=current_build_context().is_final)
 
 
-# Cases that once disagreed, or that pin a measured fact (docs/hardware-notes.md; ptxdsl/reference.py's docstring).
+# Cases that once disagreed, or that pin a measured fact (docs/hardware-notes.md; ptxdsl/reference/tma.py's docstring).
 PINNED = {
     "load": [
         # a 64-byte-wide box under the 128B swizzle spreads over 1024 bytes

@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .isa.bulk import REDUCE_TYPES as TENSOR_REDUCE_TYPES
-from .tensormap import INNER_ELEMENT_STRIDE_APPLIES, SWIZZLE_SPAN, TensorMapSpec
-from .types import scalar_type, to_numpy
+from ..isa.bulk import REDUCE_TYPES as TENSOR_REDUCE_TYPES
+from ..tensormap import INNER_ELEMENT_STRIDE_APPLIES, SWIZZLE_SPAN, TensorMapSpec
+from ..types import scalar_type, to_numpy
 
 # Bits an out-of-bounds element gets with oob_fill='nan' (NAN_REQUEST_ZERO_FMA), per tensor-map
 # dtype: the halfword 0x7FF7 repeated, a NaN at every width. Measured on the H200 for f16, bf16, f32
