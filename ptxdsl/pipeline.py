@@ -23,6 +23,25 @@ The protocol is CUTLASS's `PipelineTmaAsync`:
                 ring.producer_arm(cur, 16384)
                 k.cp_async_bulk_tensor(ring.buffer(cur), src, coords(tile), mbar=ring.full(cur))
                 cur.advance()
+
+One level up, a ring declared with the tensor maps each stage loads hands out stage handles that do the
+protocol for a block: `with ring.produce(cur) as st:` waits for the empty stage, arms the full barrier with the
+bytes of the declared loads (their boxes, as ThunderKittens' tma::expect takes them from the tile type), lets
+the block issue `st.load(tmap, coords)` and advances the cursor; `with ring.consume(cur) as st:` waits for the
+full stage, lets the block read `st.slot(i)`, then releases the stage and advances. Roles (`Roles`: warpgroups
+and warps by %tid, with setmaxnreg register reallocation) and a persistent scheduler over a grid of output tiles
+in a grouped order (`TileScheduler`) complete what a warp-specialised GEMM needs.
+
+    ring = Ring(k, "ring", stages=4, loads=(amap, bmap))
+    roles = Roles(k)
+    with roles.warpgroup(0, registers=40):
+        with k.elect_one():
+            cur = ring.cursor()
+            with sched.tiles() as (tm, tn):
+                with k.loop(0, kblocks) as kb:
+                    with ring.produce(cur) as st:
+                        st.load(amap, (k.mul(kb, 64), k.mul(tm, 128)))
+                        st.load(bmap, (k.mul(kb, 64), k.mul(tn, 256)))
 """
 from __future__ import annotations
 
@@ -30,6 +49,7 @@ from contextlib import contextmanager
 
 from . import sreg
 from .errors import DSLError, LaunchError, SourceLoc
+from .tensormap import TensorMapSpec
 from .types import u32
 
 MBAR_BYTES = 8
@@ -58,8 +78,18 @@ class Ring:
     bytes (1024 suits every TMA swizzle) and, with `dynamic=True`, sized at launch (dynamic shared memory,
     past the 48 KiB a static buffer may take)."""
 
-    def __init__(self, k, name: str, *, stages: int, stage_bytes: int, consumers: int = 1, align: int = 1024,
-                 dynamic: bool = True):
+    def __init__(self, k, name: str, *, stages: int, stage_bytes: int | None = None, consumers: int = 1,
+                 align: int = 1024, dynamic: bool = True, loads=()):
+        self.slots, self.loads = _stage_layout(name, loads, align)
+        if stage_bytes is None:
+            if not self.loads:
+                raise DSLError(f"Ring {name!r}: give stage_bytes= or loads= (the tensor maps a stage loads, which "
+                               f"size it)", SourceLoc.caller())
+            stage_bytes = self.slots[-1] + _spec(self.loads[-1]).smem_bytes
+            stage_bytes = -(-stage_bytes // align) * align
+        elif self.loads and stage_bytes < self.slots[-1] + _spec(self.loads[-1]).smem_bytes:
+            raise DSLError(f"Ring {name!r}: stage_bytes={stage_bytes} is smaller than its loads' boxes "
+                           f"({self.slots[-1] + _spec(self.loads[-1]).smem_bytes} bytes)", SourceLoc.caller())
         for what, v, lo in (("stages", stages, 1), ("stage_bytes", stage_bytes, 16), ("consumers", consumers, 1)):
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise DSLError(f"Ring {name!r}: {what}={v!r}, expected an integer of at least {lo}", SourceLoc.caller())
@@ -104,6 +134,54 @@ class Ring:
         base = k.mad(cur.stage, self.stage_bytes, k.mov(self.buf))
         return k.add(base, offset) if offset else base
 
+    # -------------------------------------------------------------------------------- stage handles
+
+    @property
+    def load_bytes(self) -> int:
+        """The bytes the declared loads of one stage deliver (the full barrier's transaction count)."""
+        return sum(_spec(t).box_bytes for t in self.loads)
+
+    @contextmanager
+    def produce(self, cur: Cursor):
+        """`with ring.produce(cur) as st:` the producer's turn at the cursor's stage: wait until it is empty,
+        arm its full barrier with the bytes of the ring's declared loads, let the block issue them
+        (`st.load(tmap, coords)`, in the order declared), then advance the cursor. The block must issue every
+        declared load once (DSLError, rule pipeline.stage-loads, otherwise)."""
+        if not self.loads:
+            raise DSLError(f"Ring {self.name!r}: produce() needs the ring's loads= (the tensor maps each stage "
+                           f"loads, whose boxes give the byte count)", SourceLoc.caller())
+        self.producer_acquire(cur)
+        self.producer_arm(cur, self.load_bytes)
+        st = Stage(self, cur, producing=True)
+        yield st
+        st._check_loaded()
+        cur.advance()
+
+    @contextmanager
+    def consume(self, cur: Cursor, release=True):
+        """`with ring.consume(cur) as st:` a consumer's turn at the cursor's stage: wait until it is full, let
+        the block read it (`st.slot(i)`: the address of declared load i), then release it and advance the
+        cursor. `release`: True (every thread running the block arrives on the empty barrier), a .pred register
+        (the threads where it is true arrive: one per warpgroup, say, with consumers= counting them) or False
+        (the block, or a StoreDrain, releases the stage itself)."""
+        self.consumer_wait(cur)
+        yield Stage(self, cur, producing=False)
+        if release is False:
+            cur.advance()
+        else:
+            self.release(cur, None if release is True else release)
+
+    def release(self, cur: Cursor, where=None) -> None:
+        """Release the cursor's stage (consumer_release, only where the .pred `where` holds when given) and
+        advance the cursor: for a consumer that frees its stages behind the one it reads (`consume(cur,
+        release=False)` with a second cursor here)."""
+        if where is None:
+            self.consumer_release(cur)
+        else:
+            with self.k.if_(where):
+                self.consumer_release(cur)
+        cur.advance()
+
     # ------------------------------------------------------------------------------------ producer
 
     def producer_acquire(self, cur: Cursor) -> None:
@@ -126,6 +204,80 @@ class Ring:
     def consumer_release(self, cur: Cursor) -> None:
         """Arrive on the cursor's empty barrier: this consumer is done reading the stage."""
         self.k.mbarrier_arrive(self.empty(cur), sem="release", scope="cta")
+
+
+def _spec(tmap):
+    """The TensorMapSpec of a load: a tensor-map parameter's (k.param_tensormap(name, spec)) or a spec."""
+    return tmap if isinstance(tmap, TensorMapSpec) else getattr(tmap, "tmap", None)
+
+
+def _stage_layout(name, loads, align) -> tuple:
+    """(byte offset of each load's slot in a stage, the loads): boxes one after another, each slot starting on
+    `align` bytes (the swizzle pattern's repeat, so a wgmma descriptor can address it with base offset 0)."""
+    loads = tuple(loads)
+    offsets, at = [], 0
+    for i, t in enumerate(loads):
+        spec = _spec(t)
+        if spec is None:
+            raise DSLError(f"Ring {name!r}: loads[{i}]={t!r} breaks 'a tensor-map parameter made with a spec "
+                           f"(k.param_tensormap(name, spec)) or a TensorMapSpec'", SourceLoc.caller())
+        offsets.append(at)
+        at = -(-(at + spec.smem_bytes) // align) * align
+    return tuple(offsets), loads
+
+
+class Stage:
+    """The cursor's stage during a `ring.produce` or `ring.consume` block: `buffer` (its shared address),
+    `full` (its full barrier), `slot(i)` (where declared load i lands), and for the producer `load`."""
+
+    def __init__(self, ring: Ring, cur: Cursor, *, producing: bool):
+        self.ring, self.cur = ring, cur
+        self._buffer = None
+        self.full = ring.full(cur) if producing else None
+        self._issued = 0 if producing else None
+
+    @property
+    def buffer(self):
+        """The stage's shared address (computed at first use: a block that addresses the stage otherwise, by
+        descriptors from the cursor, say, emits nothing for it)."""
+        if self._buffer is None:
+            self._buffer = self.ring.buffer(self.cur)
+        return self._buffer
+
+    def slot(self, i: int):
+        """The shared address of declared load i's box in this stage."""
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(self.ring.slots):
+            raise DSLError(f"Ring {self.ring.name!r}: slot({i!r}) breaks 'a declared load's index, 0 to "
+                           f"{len(self.ring.slots) - 1}'", SourceLoc.caller())
+        off = self.ring.slots[i]
+        return self.ring.k.add(self.buffer, off) if off else self.buffer
+
+    def load(self, tmap, coords, **kw) -> None:
+        """cp.async.bulk.tensor of the next declared load's box at `coords` (innermost first) into its slot,
+        completing on the stage's full barrier (keywords go to k.cp_async_bulk_tensor: cache_hint, ...)."""
+        ring, i = self.ring, self._issued
+        if i is None:
+            raise DSLError(f"Ring {ring.name!r}: load() in a consume() block; loads are the producer's",
+                           SourceLoc.caller(), rule="pipeline.stage-loads")
+        if i >= len(ring.loads) or ring.loads[i] is not tmap:
+            want = "no more loads" if i >= len(ring.loads) else f"map {_name(ring.loads[i])}"
+            raise DSLError(f"Ring {ring.name!r}: stage load {i} is map {_name(tmap)}, but the ring declares "
+                           f"{want} there (loads= gives the order and the bytes armed)", SourceLoc.caller(),
+                           rule="pipeline.stage-loads")
+        ring.k.cp_async_bulk_tensor(self.slot(i), tmap, coords, mbar=self.full, **kw)
+        self._issued = i + 1
+
+    def _check_loaded(self) -> None:
+        if self._issued != len(self.ring.loads):
+            missing = ", ".join(_name(t) for t in self.ring.loads[self._issued:])
+            raise DSLError(f"Ring {self.ring.name!r}: the produce() block issued {self._issued} of the "
+                           f"{len(self.ring.loads)} declared loads (missing {missing}); the full barrier was armed "
+                           f"for all of them and would never complete", SourceLoc.caller(),
+                           rule="pipeline.stage-loads")
+
+
+def _name(tmap) -> str:
+    return repr(getattr(tmap, "name", None) or tmap)
 
 
 class StoreDrain:
@@ -226,6 +378,149 @@ def persistent(k, ntiles):
     iters = k.div(k.add(left, k.sub(n, 1)), n)
     with k.loop(0, iters) as i:
         yield k.mad(i, n, cta)
+
+
+class Roles:
+    """Warp-specialised roles by thread index, instead of hand-written `k.if_(k.setp(...))` on %tid.x:
+    `with roles.warpgroup(0, registers=40):` runs its block in warpgroup 0 (threads 0-127) after
+    setmaxnreg.dec to 40 registers a thread; `with roles.warpgroups(1, 2, registers=232) as wg:` in
+    warpgroups 1 and 2 after setmaxnreg.inc to 232, with `wg` the index among them (0 or 1); `roles.warp(i)`
+    and `roles.lane` / `roles.tid_in_warpgroup` for finer roles.
+
+    The kernel needs its thread count (reqntid= or maxntid=). A role with `registers=` needs the register
+    budget at entry that ptxas derives setmaxnreg's direction from: maxnreg=, or minnctapersm= with the thread
+    count (ptxas drops setmaxnreg otherwise, info C7508); every warpgroup's count together must fit the CTA's
+    pool, entry count x threads (a `setmaxnreg.inc` past it blocks forever), checked as roles are declared. A
+    kernel with setmaxnreg loads through the driver JIT (ptxdsl.compile does so: nvJitLink drops it, C7504)."""
+
+    WARPGROUP = 128
+
+    def __init__(self, k):
+        d = k.kernel.directives
+        ntid = d.get("reqntid") or d.get("maxntid")
+        if ntid is None:
+            raise DSLError(f"Roles: kernel {k.kernel.name!r} has no thread count; give it reqntid= or maxntid=",
+                           SourceLoc.caller(), rule="pipeline.roles")
+        self.k, self.threads = k, ntid[0] * ntid[1] * ntid[2]
+        self.tid = k.tid_x()
+        self._warpgroup = k.shr(self.tid, 7)
+        self._warp = k.shr(self.tid, 5)
+        self.registers: dict[int, int] = {}         # warpgroup -> the register count its role sets
+
+    @property
+    def entry_registers(self) -> int | None:
+        """The per-thread register count ptxas gives the kernel at entry (maxnreg=, or 64K registers over the
+        threads of minnctapersm= CTAs, in steps of 8, at most 255), None without such a budget."""
+        d = self.k.kernel.directives
+        if "maxnreg" in d:
+            return d["maxnreg"]
+        if "minnctapersm" in d:
+            return min(255, 65536 // (self.threads * d["minnctapersm"]) // 8 * 8)
+        return None
+
+    @property
+    def lane(self):
+        """%tid.x % 32."""
+        return self.k.and_(self.tid, 31)
+
+    @property
+    def tid_in_warpgroup(self):
+        """%tid.x % 128."""
+        return self.k.and_(self.tid, self.WARPGROUP - 1)
+
+    def warpgroup(self, index: int, *, registers: int | None = None):
+        """`with roles.warpgroup(i, registers=None) as wg:` the block runs in warpgroup i (wg reads 0)."""
+        return self.warpgroups(index, 1, registers=registers)
+
+    @contextmanager
+    def warpgroups(self, first: int, count: int = 1, *, registers: int | None = None):
+        """`with roles.warpgroups(first, count, registers=None) as wg:` the block runs in warpgroups first ..
+        first+count-1; `wg` is the warpgroup's index among them (a u32 register). With `registers`, each runs
+        setmaxnreg (.dec or .inc, from the entry budget) to that many registers a thread first."""
+        k = self.k
+        groups = self.threads // self.WARPGROUP
+        for what, v, lo in (("first", first, 0), ("count", count, 1)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise DSLError(f"Roles: {what}={v!r} breaks 'an integer of at least {lo}'", SourceLoc.caller(),
+                               rule="pipeline.roles")
+        if self.threads % self.WARPGROUP or first + count > groups:
+            raise DSLError(f"Roles: warpgroups {first}..{first + count - 1} break 'whole warpgroups of the "
+                           f"kernel's {self.threads} threads ({groups} warpgroups)'", SourceLoc.caller(),
+                           rule="pipeline.roles")
+        if registers is not None:
+            self._reserve(range(first, first + count), registers)
+        idx = k.sub(self._warpgroup, first) if first else self._warpgroup
+        cond = k.setp("eq", self._warpgroup, first) if count == 1 else k.setp("lt", idx, count)
+        with k.if_(cond):
+            if registers is not None:
+                entry = self.entry_registers
+                if registers < entry:
+                    k.setmaxnreg_dec(registers)
+                elif registers > entry:
+                    k.setmaxnreg_inc(registers)
+            yield idx
+
+    def _reserve(self, groups, registers: int) -> None:
+        entry = self.entry_registers
+        if entry is None:
+            raise DSLError(f"Roles: registers={registers} (setmaxnreg) needs the kernel's register budget at entry: "
+                           f"build it with maxnreg=, or minnctapersm= with maxntid=/reqntid= (ptxas ignores "
+                           f"setmaxnreg otherwise, C7508)", SourceLoc.caller(), rule="pipeline.register-budget")
+        if isinstance(registers, bool) or not isinstance(registers, int) or not 24 <= registers <= 256 \
+                or registers % 8:
+            raise DSLError(f"Roles: registers={registers!r} breaks 'setmaxnreg takes 24 to 256, a multiple of 8'",
+                           SourceLoc.caller(), rule="pipeline.register-budget")
+        for g in groups:
+            if g in self.registers:
+                raise DSLError(f"Roles: warpgroup {g} already has a role with registers={self.registers[g]}",
+                               SourceLoc.caller(), rule="pipeline.register-budget")
+            self.registers[g] = registers
+        groups_all = self.threads // self.WARPGROUP
+        total = sum(self.registers.get(g, entry) for g in range(groups_all)) * self.WARPGROUP
+        pool = entry * self.threads
+        if total > pool:
+            shown = " + ".join(f"{self.registers.get(g, entry)}" for g in range(groups_all))
+            raise DSLError(f"Roles: registers {shown} (x 128 threads) = {total} is over the CTA's pool of {pool} "
+                           f"({entry} at entry x {self.threads} threads): setmaxnreg.inc would wait forever",
+                           SourceLoc.caller(), rule="pipeline.register-budget")
+
+    def warp(self, index: int):
+        """`with roles.warp(i):` the block runs in warp i of the CTA (threads 32i .. 32i+31)."""
+        k = self.k
+        return k.if_(k.setp("eq", self._warp, index))
+
+
+class TileScheduler:
+    """The output tiles of an m_tiles x n_tiles grid (u32 registers or constants), shared round robin over a
+    persistent grid (`persistent`) and numbered in a grouped order: `group` rows of tiles at a time, down the
+    rows of a group before across (Triton's GROUP_SIZE_M, ThunderKittens' SUPER_M), so the CTAs working at
+    once share rows of A and columns of B in L2. `with sched.tiles() as (tm, tn):` gives the tile's row and
+    column (in tiles); every role that walks the tiles walks them in the same order."""
+
+    def __init__(self, k, m_tiles, n_tiles, *, group: int = 8):
+        if isinstance(group, bool) or not isinstance(group, int) or group < 1:
+            raise DSLError(f"TileScheduler: group={group!r} breaks 'a positive integer'", SourceLoc.caller(),
+                           rule="pipeline.roles")
+        self.k, self.m_tiles, self.n_tiles, self.group = k, m_tiles, n_tiles, group
+        self.ntiles = k.mul(m_tiles, n_tiles) if not (isinstance(m_tiles, int) and isinstance(n_tiles, int)) \
+            else m_tiles * n_tiles
+
+    def coords(self, tile):
+        """(row, column) in tiles of tile number `tile` in the grouped order."""
+        k, g = self.k, self.group
+        if g == 1:
+            row = k.div(tile, self.n_tiles)
+            return row, k.sub(tile, k.mul(row, self.n_tiles))
+        per_group = k.mul(self.n_tiles, g)
+        first = k.mul(k.div(tile, per_group), g)                     # the group's first row of tiles
+        rows = k.min(k.sub(self.m_tiles, first), g)                 # rows in this group (the last may be short)
+        r = k.rem(tile, per_group)
+        return k.add(first, k.rem(r, rows)), k.div(r, rows)
+
+    @contextmanager
+    def tiles(self):
+        with persistent(self.k, self.ntiles) as t:
+            yield self.coords(t)
 
 
 def tile_coords(k, tile, tiles_per_row, box, *, tmap=None):
