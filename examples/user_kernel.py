@@ -105,8 +105,15 @@ def model(case: TransposeCase, src: np.ndarray, dst: np.ndarray, row_offset: int
     return out
 
 
-@lru_cache(maxsize=None)
 def program(dtype: str, tile: int, row_offset: int):
+    """The compiled kernel on the current device (the GPU, or the CPU interpreter while it is current)."""
+    from ptxdsl.runtime.device import host_device
+
+    return _program(dtype, tile, row_offset, host_device() is not None)
+
+
+@lru_cache(maxsize=None)
+def _program(dtype: str, tile: int, row_offset: int, on_cpu: bool):
     return px.compile(transpose_kernel(dtype, tile, row_offset=row_offset))
 
 
