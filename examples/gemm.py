@@ -6,11 +6,22 @@ from dataclasses import replace
 
 import numpy as np
 
+import ptxdsl as px
 from ptxdsl.gemm import GemmConfig, build, matmul
 
 CONFIG = GemmConfig(stages=4, epilogue_n=128)
 KERNEL = build(CONFIG)
 KERNEL_MN = build(replace(CONFIG, b_major="MN"))
+M, N, K = 1000, 520, 200                # run()'s product: no dimension a multiple of the tile
+
+
+def launches():
+    """The launch run() makes, for the launch checks (`ptxdsl check` runs it; no GPU needed): 8 x 3 tiles of
+    128 x 256, 4 K blocks of 64, one persistent CTA per tile; and the same for B K-major."""
+    tiles = {"m_tiles": -(-M // CONFIG.block_m), "n_tiles": -(-N // CONFIG.block_n),
+             "k_blocks": -(-K // CONFIG.block_k)}
+    grid = tiles["m_tiles"] * tiles["n_tiles"]
+    return [px.Launch(kernel, tiles, grid=grid, block=CONFIG.threads) for kernel in (KERNEL_MN, KERNEL)]
 
 
 def run(device=None, kernel=None):
@@ -21,9 +32,9 @@ def run(device=None, kernel=None):
     from ptxdsl.runtime import DeviceArray
 
     rng = np.random.default_rng(7)
-    a = rng.standard_normal((1000, 200)).astype(ml_dtypes.bfloat16)
-    w = rng.standard_normal((520, 200)).astype(ml_dtypes.bfloat16)
-    out = DeviceArray.to_device(np.zeros((1000, 520), ml_dtypes.bfloat16))
+    a = rng.standard_normal((M, K)).astype(ml_dtypes.bfloat16)
+    w = rng.standard_normal((N, K)).astype(ml_dtypes.bfloat16)
+    out = DeviceArray.to_device(np.zeros((M, N), ml_dtypes.bfloat16))
     matmul(DeviceArray.to_device(a), DeviceArray.to_device(np.ascontiguousarray(w.T)), out=out, config=CONFIG)
     got = out.to_host().astype(np.float32)
     ref = a.astype(np.float32) @ w.astype(np.float32).T

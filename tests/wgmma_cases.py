@@ -231,4 +231,5 @@ def compare(case: WgmmaCase, data: dict, dout_words: np.ndarray) -> tuple[bool, 
     if not bad.any():
         return True, ""
     r, c = np.argwhere(bad)[0]
-    return False, f"{int(bad.sum())} of {bad.size} elements differ; first D[{r}][{c}]: got {got[r, c]}, model {want[r, c]}"
+    return False, (f"{int(bad.sum())} of {bad.size} elements differ; first D[{r}][{c}]: got {got[r, c]}, "
+                   f"model {want[r, c]}")
