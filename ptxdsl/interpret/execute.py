@@ -1019,11 +1019,7 @@ def bulk_copy(op):
         bs = np.broadcast_to(bar(w), (WARP,)) if bar is not None else None
         for i in np.flatnonzero(m).tolist():
             n = int(ns[i])
-            if sspace == "global":
-                buf, off = launch.heap.buffer(int(ss[i]), n, what)
-            else:
-                cta, off = launch.shared_target(w, sspace, int(ss[i]), n, what)
-                buf = cta.smem
+            buf, off = _bytes_at(launch, w, sspace, int(ss[i]), n, what)
             data = buf[off:off + n].copy()
             if dspace == "global":
                 dbuf, doff = launch.heap.buffer(int(ds[i]), n, what)
@@ -1040,6 +1036,14 @@ def bulk_copy(op):
                 tcta.smem[doff:doff + n] = data
                 _barrier(tb, boff, what).complete_tx(n, launch)
     return run
+
+
+def _bytes_at(launch, w, space: str, addr: int, n: int, what: str):
+    """(buffer, offset) of the n bytes at `addr` in global memory or a (peer) CTA's shared memory."""
+    if space == "global":
+        return launch.heap.buffer(addr, n, what)
+    cta, off = launch.shared_target(w, space, addr, n, what)
+    return cta.smem, off
 
 
 def bulk_reduce(op):
@@ -1060,11 +1064,7 @@ def bulk_reduce(op):
             n = int(ns[i])
             cta, soff = launch.shared_target(w, "shared::cta", int(ss[i]), n, what)
             new = cta.smem[soff:soff + n].view(dt).astype(U64)
-            if dspace == "global":
-                dbuf, doff = launch.heap.buffer(int(ds[i]), n, what)
-            else:
-                dcta, doff = launch.shared_target(w, dspace, int(ds[i]), n, what)
-                dbuf = dcta.smem
+            dbuf, doff = _bytes_at(launch, w, dspace, int(ds[i]), n, what)
             if doff % eb:
                 raise MemoryFault(f"{what}: destination offset {doff:#x} is not {eb}-byte aligned",
                                   rule="interpret.misaligned")
